@@ -1,0 +1,60 @@
+# Attention from Scratch: every command a student or instructor needs.
+# `make` alone lists the targets. Each target installs what it needs first.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+PORT   ?= 8888
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 120
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+.DEFAULT_GOAL := help
+.PHONY: help install lab test test-unit test-notebooks test-browser exercises solutions headers \
+        figures bench lint clean
+
+help: ## list the targets
+	@echo "Attention from Scratch - make targets:"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
+
+install: $(STAMP) ## create .venv with the tested versions (instant when already done)
+
+$(STAMP): requirements.txt constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed, found " + sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV): install your Python's venv module (e.g. apt-get install python3-venv)"; exit 1; }
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "course_utils.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
+	@touch $(STAMP)
+	@echo "Environment ready in $(VENV)"
+
+lab: $(STAMP) ## start JupyterLab on the course (exercise notebooks)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(ROOT_FLAG) notebooks/01_toy_attention.ipynb
+
+test: $(STAMP) ## run every check: unit tests, notebook sync, strict nbval of all solutions
+	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
+
+test-unit: $(STAMP) ## unit tests only (fast)
+	$(PY) -m pytest -n $(JOBS) tests
+
+test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
+	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
+
+exercises: $(STAMP) ## regenerate notebooks/ from solutions/
+	$(PY) -m course_utils.nbtools exercises
+
+headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution
+	$(PY) -m course_utils.nbtools headers
+
+solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
+	$(PY) -m course_utils.nbtools execute
+
+figures: $(STAMP) ## re-make every figure in figures/ from code
+	$(PY) -m course_utils.figures
+
+lint: $(STAMP) ## ruff over the package, tests and notebooks
+	$(VENV)/bin/ruff check course_utils tests conftest.py solutions
+
+clean: ## remove caches and results (keeps .venv; `rm -rf .venv` for a full reset)
+	rm -rf results .pytest_cache .ruff_cache
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +

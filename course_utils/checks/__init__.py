@@ -1,0 +1,23 @@
+"""Self-checks for the exercises: ``cu.checks.check_<thing>(your_function_or_class)``.
+
+Each check prints one line when your code is right, and raises :class:`CheckFailure`
+(an ``AssertionError``) with a plain-language diagnosis when it is not. Checks compare
+against reference behaviour on several random shapes and seeds, and recognise common
+mistakes (wrong softmax axis, missing scaling, a mask applied after the softmax, ...)
+by what they produce.
+
+Each chapter's checks live in their own module and are re-exported here.
+"""
+
+from ._core import Bug, CheckFailure
+from .ch01 import check_attention_scores, check_attention_weights, check_context_vectors
+from .ch01 import check_softmax
+
+__all__ = [
+    "Bug",
+    "CheckFailure",
+    "check_attention_scores",
+    "check_attention_weights",
+    "check_context_vectors",
+    "check_softmax",
+]

@@ -1,0 +1,29 @@
+"""Course-wide settings: where the repository lives, and the chapter list.
+
+The Colab badge and the setup cell of every notebook are generated from these values
+(``python -m course_utils.nbtools headers``), and a test keeps them in step.
+"""
+
+from __future__ import annotations
+
+REPO_SLUG = "attention-from-scratch/attention-from-scratch"
+"""``owner/name`` of the course repository on GitHub."""
+
+BRANCH = "main"
+
+REPO_URL = f"https://github.com/{REPO_SLUG}"
+CLONE_DIR = "attention-from-scratch"
+"""Folder the setup cell clones into when ``course_utils`` is not importable (Colab)."""
+
+PACKAGES_FOR_SETUP = (
+    # (pip name, import name): installed by the setup cell only when missing.
+    ("tiktoken", "tiktoken"),
+    ("ipywidgets", "ipywidgets"),
+    ("matplotlib", "matplotlib"),
+    ("tqdm", "tqdm"),
+)
+
+
+def colab_url(folder: str, filename: str) -> str:
+    """The "Open in Colab" link for ``folder/filename`` in the course repository."""
+    return f"https://colab.research.google.com/github/{REPO_SLUG}/blob/{BRANCH}/{folder}/{filename}"

@@ -1,0 +1,356 @@
+"""Notebook tooling for instructors: generate exercises, execute solutions, sync headers.
+
+Usage (the Makefile wraps each)::
+
+    python -m course_utils.nbtools exercises        # notebooks/ <- solutions/
+    python -m course_utils.nbtools check            # fail if notebooks/ or headers are stale
+    python -m course_utils.nbtools execute [NB ...] # re-run solutions in place
+    python -m course_utils.nbtools headers          # rewrite badge + setup cell of solutions/
+    python -m course_utils.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
+
+Answer markers follow nbgrader, so the solutions also work with nbgrader itself:
+
+* code: lines between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` become
+  ``# YOUR CODE HERE`` / ``raise NotImplementedError()`` at the same indentation;
+* markdown: text between ``<!-- BEGIN ANSWER -->`` and ``<!-- END ANSWER -->`` becomes
+  ``*YOUR ANSWER HERE*``;
+* a cell tagged ``solution-only`` is left out of the exercise altogether.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import nbformat
+
+from . import config
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+EXERCISES = ROOT / "notebooks"
+
+BEGIN_CODE = "### BEGIN SOLUTION"
+END_CODE = "### END SOLUTION"
+BEGIN_ANSWER = "<!-- BEGIN ANSWER -->"
+END_ANSWER = "<!-- END ANSWER -->"
+CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+ANSWER_STUB = "*YOUR ANSWER HERE*"
+SOLUTION_ONLY_TAG = "solution-only"
+SETUP_TAG = "setup"
+KEPT_TAGS = {SETUP_TAG, "exercise", "self-check", "explorer"}
+NOTEBOOK_METADATA_KEPT = ("kernelspec", "language_info", "colab")
+
+
+class MarkerError(ValueError):
+    """A solution notebook's answer markers are unbalanced."""
+
+
+def _split_regions(lines: list[str], begin: str, end: str, where: str):
+    """Yield ("keep"|"answer", indent, lines) chunks of a cell's lines."""
+    chunk: list[str] = []
+    inside = False
+    indent = ""
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped == begin:
+            if inside:
+                raise MarkerError(f"{where}, line {number}: {begin!r} inside another answer region")
+            if chunk:
+                yield "keep", "", chunk
+            chunk, inside = [], True
+            indent = line[: len(line) - len(line.lstrip())]
+        elif stripped == end:
+            if not inside:
+                raise MarkerError(f"{where}, line {number}: {end!r} without a matching {begin!r}")
+            yield "answer", indent, chunk
+            chunk, inside = [], False
+        else:
+            chunk.append(line)
+    if inside:
+        raise MarkerError(f"{where}: {begin!r} is never closed by {end!r}")
+    if chunk:
+        yield "keep", "", chunk
+
+
+def _source_lines(cell) -> list[str]:
+    return cell.source.split("\n")
+
+
+def solution_regions(nb) -> list[list[str]]:
+    """Every answer region of a solution notebook, as lists of lines (code and markdown)."""
+    regions: list[list[str]] = []
+    for index, cell in enumerate(nb.cells):
+        if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
+            regions.append(_source_lines(cell))
+            continue
+        begin, end = (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        for kind, _, lines in _split_regions(_source_lines(cell), begin, end, f"cell {index}"):
+            if kind == "answer":
+                regions.append(lines)
+    return regions
+
+
+def visible_lines(nb) -> set[str]:
+    """Stripped lines a student may see in the solution notebook outside answer regions."""
+    seen: set[str] = set()
+    for index, cell in enumerate(nb.cells):
+        if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
+            continue
+        begin, end = (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        for kind, _, lines in _split_regions(_source_lines(cell), begin, end, f"cell {index}"):
+            if kind == "keep":
+                seen.update(line.strip() for line in lines)
+    return seen
+
+
+def _strip_cell(cell, folder: str) -> None:
+    tags = [t for t in cell.metadata.get("tags", []) if t in KEPT_TAGS]
+    cell.metadata = nbformat.NotebookNode({"tags": tags} if tags else {})
+    if cell.cell_type == "code":
+        cell.outputs = []
+        cell.execution_count = None
+    cell.pop("attachments", None)
+
+
+def make_exercise(solution, filename: str):
+    """Return the exercise version of a solution notebook (the input is not changed)."""
+    nb = copy.deepcopy(solution)
+    cells = []
+    for index, cell in enumerate(nb.cells):
+        if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
+            continue
+        where = f"{filename}, cell {index}"
+        out: list[str] = []
+        if cell.cell_type == "code":
+            for kind, indent, lines in _split_regions(_source_lines(cell), BEGIN_CODE, END_CODE, where):
+                out.extend(lines if kind == "keep" else [indent + s for s in CODE_STUB])
+        else:
+            for kind, _, lines in _split_regions(_source_lines(cell), BEGIN_ANSWER, END_ANSWER, where):
+                out.extend(lines if kind == "keep" else [ANSWER_STUB])
+        cell.source = "\n".join(out)
+        _strip_cell(cell, "notebooks")
+        cells.append(cell)
+    nb.cells = cells
+    nb.metadata = nbformat.NotebookNode(
+        {k: nb.metadata[k] for k in NOTEBOOK_METADATA_KEPT if k in nb.metadata}
+    )
+    set_headers(nb, "notebooks", filename)
+    return nb
+
+
+# ----------------------------------------------------------------------------- headers
+_BADGE_RE = re.compile(r"^\[!\[Open In Colab\]\(.*\)\]\(.*\)\s*$")
+
+
+def badge_markdown(folder: str, filename: str) -> str:
+    url = config.colab_url(folder, filename)
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
+
+
+def setup_cell_source() -> str:
+    packages = ", ".join(f"({pip!r}, {mod!r})" for pip, mod in config.PACKAGES_FOR_SETUP)
+    return f'''# Setup: makes `course_utils` importable and installs only what is missing.
+# Locally (make lab) everything is already there and this cell does nothing.
+# On Colab it fetches the course repository once and adds it to the path.
+import importlib.util, os, subprocess, sys
+
+if importlib.util.find_spec("torch") is None:
+    raise ImportError("This course needs PyTorch: see https://pytorch.org for the install command.")
+if importlib.util.find_spec("course_utils") is None:
+    here = [p for p in (".", "..") if os.path.isdir(os.path.join(p, "course_utils"))]
+    if not here:
+        if not os.path.isdir("{config.CLONE_DIR}"):
+            subprocess.run(["git", "clone", "--depth", "1", "{config.REPO_URL}.git"], check=True)
+        here = ["{config.CLONE_DIR}"]
+    sys.path.insert(0, os.path.abspath(here[0]))
+missing = [pip for pip, mod in [{packages}] if importlib.util.find_spec(mod) is None]
+if missing:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)'''
+
+
+def set_headers(nb, folder: str, filename: str) -> None:
+    """Put the badge under the title (cell 0) and the setup code in cell 1."""
+    if not nb.cells or nb.cells[0].cell_type != "markdown" or not nb.cells[0].source.startswith("# "):
+        raise MarkerError(f"{folder}/{filename}: the first cell must be a markdown title '# ...'")
+    lines = nb.cells[0].source.split("\n")
+    title, rest = lines[0], [line for line in lines[1:] if not _BADGE_RE.match(line)]
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    nb.cells[0].source = "\n".join([title, "", badge_markdown(folder, filename), "", *rest]).rstrip()
+    setup = nbformat.v4.new_code_cell(setup_cell_source(), metadata={"tags": [SETUP_TAG]})
+    if len(nb.cells) > 1 and SETUP_TAG in nb.cells[1].metadata.get("tags", []):
+        old = nb.cells[1]
+        old.source = setup.source
+        old.metadata = setup.metadata
+    else:
+        setup.id = "setup"
+        nb.cells.insert(1, setup)
+
+
+# ----------------------------------------------------------------------------- I/O
+def read(path: Path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def dumps(nb) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+def write(nb, path: Path) -> None:
+    path.write_text(dumps(nb), encoding="utf-8")
+
+
+def chapter_files(folder: Path = SOLUTIONS) -> list[Path]:
+    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
+
+
+def generate_exercises(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES,
+                       only: Iterable[Path] = ()) -> list[Path]:
+    exercises.mkdir(exist_ok=True)
+    written = []
+    names = {Path(p).name for p in only}
+    for path in chapter_files(solutions):
+        if names and path.name not in names:
+            continue
+        target = exercises / path.name
+        write(make_exercise(read(path), path.name), target)
+        written.append(target)
+    return written
+
+
+def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> list[str]:
+    """Names of files that a regeneration would change (empty when all is in sync)."""
+    problems = []
+    for path in chapter_files(solutions):
+        nb = read(path)
+        fresh = copy.deepcopy(nb)
+        set_headers(fresh, "solutions", path.name)
+        if dumps(fresh) != dumps(nb):
+            problems.append(f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)")
+        target = exercises / path.name
+        wanted = dumps(make_exercise(nb, path.name))
+        if not target.exists() or target.read_text(encoding="utf-8") != wanted:
+            problems.append(f"notebooks/{path.name} (stale: run `make exercises`)")
+    known = {p.name for p in chapter_files(solutions)}
+    for path in chapter_files(exercises):
+        if path.name not in known:
+            problems.append(f"notebooks/{path.name} (no matching solution notebook)")
+    return problems
+
+
+def clean_solution_metadata(nb) -> None:
+    """Drop volatile metadata (timings, widget state) that execution adds."""
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("collapsed", None)
+    nb.metadata.pop("widgets", None)
+    nb.metadata.pop("papermill", None)
+    nb.metadata["language_info"] = nbformat.NotebookNode({"name": "python"})
+    nb.metadata["kernelspec"] = nbformat.NotebookNode(
+        {"display_name": "Python 3", "language": "python", "name": "python3"}
+    )
+
+
+def execute(paths: Iterable[Path], timeout: int = 300) -> None:
+    """Re-execute solution notebooks in place (in their own folder), storing fresh outputs."""
+    import os
+
+    from nbclient import NotebookClient
+
+    os.environ["COURSE_STATIC_WIDGETS"] = "1"  # stored outputs show the explorers' static figure
+
+    for path in paths:
+        path = Path(path).resolve()
+        nb = read(path)
+        set_headers(nb, "solutions", path.name)
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}})
+        client.execute()
+        clean_solution_metadata(nb)
+        write(nb, path)
+        print(f"executed {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+# ----------------------------------------------------------------------------- authoring
+_CELL_RE = re.compile(r"^# %%(?P<md> \[markdown\])?(?:\s+tags=(?P<tags>\[.*\]))?\s*$")
+
+
+def from_percent(text: str):
+    """Build a notebook from percent-format source (``# %%`` / ``# %% [markdown]`` cells)."""
+    nb = nbformat.v4.new_notebook()
+    cells = []
+    current: dict | None = None
+
+    def flush():
+        if current is None:
+            return
+        body = "\n".join(current["lines"]).strip("\n")
+        meta = {"tags": current["tags"]} if current["tags"] else {}
+        if current["md"]:
+            body = "\n".join(l[2:] if l.startswith("# ") else l.lstrip("#") for l in body.split("\n"))
+            cells.append(nbformat.v4.new_markdown_cell(body, metadata=meta))
+        else:
+            cells.append(nbformat.v4.new_code_cell(body, metadata=meta))
+
+    for line in text.split("\n"):
+        m = _CELL_RE.match(line)
+        if m:
+            flush()
+            current = {"md": bool(m.group("md")), "tags": json.loads(m.group("tags") or "[]"), "lines": []}
+        elif current is not None:
+            current["lines"].append(line)
+    flush()
+    for i, cell in enumerate(cells):
+        cell.id = f"c{i:03d}"
+    nb.cells = cells
+    clean_solution_metadata(nb)
+    return nb
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils.nbtools", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    exs = sub.add_parser("exercises", help="regenerate notebooks/ from solutions/ (all, or the named ones)")
+    exs.add_argument("notebooks", nargs="*", type=Path)
+    sub.add_parser("check", help="exit 1 if notebooks/ or solution headers are out of date")
+    sub.add_parser("headers", help="rewrite the Colab badge and setup cell of every solution")
+    ex = sub.add_parser("execute", help="re-execute solution notebooks in place")
+    ex.add_argument("notebooks", nargs="*", type=Path)
+    fp = sub.add_parser("from-percent", help="build a solution notebook from percent-format source")
+    fp.add_argument("source", type=Path)
+    fp.add_argument("dest", type=Path)
+    args = parser.parse_args(argv)
+
+    if args.command == "exercises":
+        for path in generate_exercises(only=args.notebooks):
+            print(f"wrote {path.relative_to(ROOT)}")
+    elif args.command == "check":
+        problems = stale_files()
+        if problems:
+            print("Out of date:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 1
+        print(f"notebooks/ and solution headers are in sync ({len(chapter_files())} chapters)")
+    elif args.command == "headers":
+        for path in chapter_files():
+            nb = read(path)
+            set_headers(nb, "solutions", path.name)
+            write(nb, path)
+    elif args.command == "execute":
+        execute(args.notebooks or chapter_files())
+    elif args.command == "from-percent":
+        nb = from_percent(args.source.read_text(encoding="utf-8"))
+        set_headers(nb, "solutions", args.dest.name)
+        write(nb, args.dest)
+        print(f"wrote {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
