@@ -9,6 +9,7 @@ from them.
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 from pathlib import Path
@@ -36,20 +37,21 @@ def gpt2_tokenizer():
     ``tok.encode(text, allowed_special={"<|endoftext|>"})``.
     """
     import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
 
     if not RANKS_FILE.is_file():
         raise FileNotFoundError(
             f"GPT-2's BPE ranks were expected at {RANKS_FILE}, but the file is missing. "
             "Reinstall the course or restore course_utils/data/gpt2.tiktoken from git."
         )
-    digest = hashlib.sha256(RANKS_FILE.read_bytes()).hexdigest()
+    data = RANKS_FILE.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     if digest != RANKS_SHA256:
         raise ValueError(
             f"{RANKS_FILE} has sha256 {digest}, but GPT-2's ranks have {RANKS_SHA256}; "
             "the file is damaged. Restore it from git."
         )
-    ranks = load_tiktoken_bpe(str(RANKS_FILE), expected_hash=RANKS_SHA256)
+    # One "base64(token bytes) rank" pair per line, the format tiktoken's own loader reads.
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     return tiktoken.Encoding(
         name="gpt2",
         explicit_n_vocab=END_OF_TEXT_ID + 1,

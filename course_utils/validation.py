@@ -56,7 +56,7 @@ def expect_tensor(
     if shape is not None:
         for axis, (want, got) in enumerate(zip(shape, value.shape)):
             if want is not None and want != got:
-                wanted = tuple("any" if s is None else s for s in shape)
+                wanted = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
                 raise CourseInputError(
                     f"{name} must have shape {wanted}, but got shape {tuple(value.shape)} "
                     f"(axis {axis} is {got}, expected {want})."

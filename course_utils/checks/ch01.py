@@ -123,6 +123,7 @@ def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         bug = match_bug(got, [
             (_SOFTMAX_BUGS["divide_by_sum"], lambda: x / x.sum(dim=-1, keepdim=True)),
             (_SOFTMAX_BUGS["no_normalise"], lambda: x.exp()),
+            (_SOFTMAX_BUGS["no_normalise"], lambda: (x - x.max(dim=-1, keepdim=True).values).exp()),
             (_SOFTMAX_BUGS["wrong_dim"], lambda: torch.softmax(x, dim=0)),
             (_SOFTMAX_BUGS["no_keepdim"], lambda: x.exp() / x.exp().sum(dim=-1)),
             (_SOFTMAX_BUGS["no_keepdim"], lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1)),
@@ -183,20 +184,17 @@ def check_attention_weights(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
 _CONTEXT_BUGS = {
     "transposed_weights": Bug(
         "transposed_weights",
-        "You multiplied by the transposed weights (weights.T @ inputs), so context vector i "
-        "mixes the tokens with the weights of column i instead of row i.",
-        "context = weights @ inputs, with weights normalised along rows.",
+        "Your context vector i mixes the tokens with column i of the weights instead of row i: "
+        "either the weights were normalised down the columns (softmax over dim=0) or you "
+        "multiplied by weights.T. (With dot-product scores the score matrix is symmetric, so "
+        "both mistakes give the same numbers.)",
+        "use torch.softmax(scores, dim=-1), then weights @ inputs.",
     ),
     "raw_scores": Bug(
         "raw_scores",
         "You mixed the inputs with the raw scores instead of the softmax weights, so the "
         "context vectors are not weighted averages.",
         "normalise the scores with torch.softmax(scores, dim=-1) first.",
-    ),
-    "columns": Bug(
-        "columns",
-        "Your weights were normalised down the columns (softmax over dim=0), not along rows.",
-        "use torch.softmax(scores, dim=-1).",
     ),
 }
 
@@ -216,7 +214,6 @@ def check_context_vectors(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         bug = match_bug(got, [
             (_CONTEXT_BUGS["transposed_weights"], lambda: weights.T @ inputs),
             (_CONTEXT_BUGS["raw_scores"], lambda: scores @ inputs),
-            (_CONTEXT_BUGS["columns"], lambda: torch.softmax(scores, dim=0) @ inputs),
         ])
         where = f"With inputs of shape {tuple(inputs.shape)}:"
         if bug:

@@ -1,0 +1,94 @@
+"""Wrong answers to chapter 01's exercises, each a mistake students really make."""
+
+import torch
+
+# --- attention_scores(query, inputs)
+def scores_right(query, inputs):
+    return inputs @ query
+
+
+def scores_no_sum(query, inputs):
+    return inputs * query
+
+
+def scores_sum_over_tokens(query, inputs):
+    return (inputs * query).sum(dim=0)
+
+
+def scores_cosine(query, inputs):
+    return torch.nn.functional.cosine_similarity(inputs, query.unsqueeze(0), dim=-1)
+
+
+def scores_all_pairs(query, inputs):
+    return inputs @ inputs.T
+
+
+def scores_stub(query, inputs):
+    raise NotImplementedError()
+
+
+# --- softmax(x)
+def softmax_right(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_naive(x):
+    return torch.exp(x) / torch.exp(x).sum(dim=-1, keepdim=True)
+
+
+def softmax_divide_by_sum(x):
+    return x / x.sum(dim=-1, keepdim=True)
+
+
+def softmax_no_normalise(x):
+    return torch.exp(x - x.max(dim=-1, keepdim=True).values)
+
+
+def softmax_dim0(x):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=0, keepdim=True)
+
+
+def softmax_no_keepdim(x):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=-1)
+
+
+# --- attention_weights(inputs)
+def weights_right(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=-1)
+
+
+def weights_raw(inputs):
+    return inputs @ inputs.T
+
+
+def weights_columns(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=0)
+
+
+def weights_divide_by_sum(inputs):
+    s = inputs @ inputs.T
+    return s / s.sum(dim=-1, keepdim=True)
+
+
+# --- context_vectors(inputs)
+def context_right(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=-1) @ inputs
+
+
+def context_transposed(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=-1).T @ inputs
+
+
+def context_raw_scores(inputs):
+    return (inputs @ inputs.T) @ inputs
+
+
+def context_columns(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=0) @ inputs
+
+
+def context_returns_weights(inputs):
+    return torch.softmax(inputs @ inputs.T, dim=-1)
