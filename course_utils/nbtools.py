@@ -158,7 +158,10 @@ def setup_cell_source() -> str:
     return f'''# Setup: makes `course_utils` importable and installs only what is missing.
 # Locally (make lab) everything is already there and this cell does nothing.
 # On Colab it fetches the course repository once and adds it to the path.
-import importlib.util, os, subprocess, sys
+import importlib.util
+import os
+import subprocess
+import sys
 
 if importlib.util.find_spec("torch") is None:
     raise ImportError("This course needs PyTorch: see https://pytorch.org for the install command.")

@@ -6,8 +6,18 @@ from collections.abc import Callable
 
 import torch
 
-from ._core import Bug, call, describe_difference, ensure_callable, fail, fail_with_bug
-from ._core import match_bug, passed, randn, same
+from ._core import (
+    Bug,
+    call,
+    describe_difference,
+    ensure_callable,
+    fail,
+    fail_with_bug,
+    match_bug,
+    passed,
+    randn,
+    same,
+)
 
 # (tokens, embedding size) pairs; (7, 7) is square so a transposed answer has the right shape.
 _SHAPES = ((6, 3), (4, 5), (1, 2), (7, 7))

@@ -2,6 +2,7 @@
 
 import torch
 
+
 # --- attention_scores(query, inputs)
 def scores_right(query, inputs):
     return inputs @ query
