@@ -1,0 +1,148 @@
+"""cu.plotting: heatmap, weights_bar and heads_grid draw the right data and reject bad input clearly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import course_utils as cu
+from course_utils.plotting import heads_grid, heatmap, weights_bar
+
+TOKENS = list(cu.EXAMPLE_TOKENS)
+
+
+def _weights() -> torch.Tensor:
+    x = cu.example_inputs()
+    return torch.softmax(x @ x.T, dim=-1)  # (6, 6)
+
+
+def _cell_texts(ax) -> dict[tuple[float, float], object]:
+    return {tuple(t.get_position()): t for t in ax.texts}
+
+
+# ----------------------------------------------------------------------------- heatmap
+def test_heatmap_draws_the_data_with_labels_and_prints_nothing(capsys):
+    weights = _weights()
+    fig = heatmap(weights, TOKENS, title="weights")
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert torch.allclose(torch.as_tensor(ax.images[0].get_array()), weights)
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+    assert [t.get_text() for t in ax.get_yticklabels()] == TOKENS
+    assert ax.get_title() == "weights"
+    assert len(fig.axes) == 2  # the map and its colour bar
+    assert capsys.readouterr().out == ""
+
+
+def test_heatmap_annotation_colour_contrasts_with_its_cell():
+    data = torch.tensor([[0.0, 1.0]])  # darkest and brightest cividis colours
+    texts = _cell_texts(heatmap(data, ["q"], ["dark", "bright"]).axes[0])
+    assert texts[(0, 0)].get_color() == "white"
+    assert texts[(1, 0)].get_color() == "black"
+
+
+def test_heatmap_masked_cells_are_blank_and_say_minus_inf():
+    scores = torch.tensor([[1.0, float("-inf")], [0.5, 2.0]])
+    ax = heatmap(scores, ["a", "b"]).axes[0]
+    shown = ax.images[0].get_array()
+    assert bool(shown.mask[0, 1]) and not bool(shown.mask[1, 0])
+    assert _cell_texts(ax)[(1, 0)].get_text() == "-inf"
+
+
+def test_heatmap_shared_scale_and_no_colorbar():
+    fig = heatmap(_weights(), TOKENS, vmin=0, vmax=1, colorbar=False, annotate=False)
+    ax = fig.axes[0]
+    assert ax.images[0].get_clim() == (0, 1)
+    assert len(fig.axes) == 1 and not ax.texts
+
+
+def test_heatmap_into_given_axes_uses_its_figure():
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert heatmap(_weights(), TOKENS, ax=ax) is fig
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: heatmap([[0.5, 0.5]]), "weights must be a torch.Tensor, but got a list"),
+        (lambda: heatmap(torch.ones(2, 2, 2)), "weights must be a 2-d tensor, but got a 3-d tensor"),
+        (lambda: heatmap(torch.ones(6, 6), TOKENS[:5]), "row_labels must have 6 entries"),
+        (lambda: heatmap(torch.ones(2, 3), ["a", "b"], ["x"]), "col_labels must have 3 entries"),
+        (lambda: heatmap(torch.ones(3, 3), "abc"), "single string 'abc'"),
+        (lambda: heatmap(torch.ones(2, 2), vmin=1, vmax=0), "vmin must not exceed vmax"),
+        (lambda: heatmap(torch.ones(0, 3)), "at least one row"),
+    ],
+)
+def test_heatmap_rejects_bad_input_clearly(call, message):
+    with pytest.raises(cu.CourseInputError, match=message):
+        call()
+
+
+# ----------------------------------------------------------------------------- weights_bar
+def test_weights_bar_draws_one_bar_per_key_with_its_value_and_the_sum():
+    row = _weights()[1]
+    fig = weights_bar(row, TOKENS, query_label="journey")
+    ax = fig.axes[0]
+    heights = [bar.get_height() for bar in ax.patches]
+    assert torch.allclose(torch.tensor(heights, dtype=torch.float32), row)
+    texts = [t.get_text() for t in ax.texts]
+    assert "0.24" in texts and "sum = 1.00" in texts
+    assert ax.get_title() == "weights of query 'journey'"
+
+
+def test_weights_bar_shows_masked_keys_as_empty_bars():
+    row = torch.tensor([0.4, 0.6, float("-inf")])
+    ax = weights_bar(row, ["a", "b", "c"]).axes[0]
+    assert ax.patches[2].get_height() == 0
+    assert "-inf" in [t.get_text() for t in ax.texts]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: weights_bar(torch.ones(2, 2)), "weights_1d must be a 1-d tensor, but got a 2-d tensor"),
+        (lambda: weights_bar(torch.ones(3), ["a", "b"]), "labels must have 3 entries"),
+        (lambda: weights_bar(torch.ones(0)), "at least one weight"),
+    ],
+)
+def test_weights_bar_rejects_bad_input_clearly(call, message):
+    with pytest.raises(cu.CourseInputError, match=message):
+        call()
+
+
+# ----------------------------------------------------------------------------- heads_grid
+def test_heads_grid_draws_every_head_on_one_shared_scale():
+    weights = torch.stack([_weights(), _weights().T, torch.full((6, 6), 1 / 6)])  # (3, 6, 6)
+    fig = heads_grid(weights, TOKENS, ncols=2)
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 4  # three heads and one shared colour bar (the fourth grid cell is hidden)
+    heads = [ax for ax in visible if ax.images]
+    assert [ax.get_title() for ax in heads] == ["head 0", "head 1", "head 2"]
+    assert len({ax.images[0].get_clim() for ax in heads}) == 1
+    for h, ax in enumerate(heads):
+        assert torch.allclose(torch.as_tensor(ax.images[0].get_array()), weights[h])
+
+
+def test_heads_grid_own_scales_and_titles():
+    weights = torch.stack([_weights(), 2 * _weights()])
+    fig = heads_grid(weights, TOKENS, titles=["a", "b"], shared_scale=False)
+    heads = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in heads] == ["a", "b"]
+    assert heads[0].images[0].get_clim() != heads[1].images[0].get_clim()
+    assert len(fig.axes) == 4  # two maps, two colour bars
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: heads_grid(torch.ones(6, 6)), "weights must be a 3-d tensor, but got a 2-d tensor"),
+        (lambda: heads_grid(torch.ones(2, 3, 3), titles=["only one"]), "titles must have 2 entries"),
+        (lambda: heads_grid(torch.ones(2, 3, 3), ["a", "b"]), "row_labels must have 3 entries"),
+        (lambda: heads_grid(torch.ones(2, 3, 3), ncols=0), "ncols must be at least 1"),
+    ],
+)
+def test_heads_grid_rejects_bad_input_clearly(call, message):
+    with pytest.raises(cu.CourseInputError, match=message):
+        call()

@@ -1,0 +1,253 @@
+"""cu.widgets: the pure data functions, live controls that redraw, the static fallback, clear errors."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import course_utils as cu
+from course_utils import widgets as W
+
+
+# ----------------------------------------------------------------------------- helpers
+@pytest.fixture
+def shown(monkeypatch):
+    """Capture what the explorers display instead of sending it to a notebook."""
+    captured: list = []
+    monkeypatch.setattr(W, "_display", captured.append)
+    return captured
+
+
+@pytest.fixture
+def live(monkeypatch, shown):
+    """Live mode: returns a function that runs an explorer and hands back its Explorer."""
+    pytest.importorskip("ipywidgets")
+    monkeypatch.delenv(W.STATIC_ENV_VAR, raising=False)
+
+    def run(explorer, *args, **kwargs):
+        assert explorer(*args, **kwargs) is None
+        explorers = [obj for obj in shown if isinstance(obj, W.Explorer)]
+        assert len(explorers) == 1, f"expected one live explorer to be displayed, got {shown}"
+        return explorers[0]
+
+    return run
+
+
+def fingerprint(fig: Figure) -> list:
+    """The data a figure shows (texts, image arrays, bar heights, line points), without rendering it."""
+    items: list = [fig.get_suptitle()]
+    for ax in fig.axes:
+        items.append(ax.get_title())
+        items.extend(t.get_text() for t in ax.texts)
+        items.extend(t.get_text() for t in ax.get_xticklabels())
+        items.extend(img.get_array().tolist() for img in ax.images)
+        items.extend(round(p.get_height(), 6) for p in ax.patches if hasattr(p, "get_height"))
+        items.extend(np.asarray(line.get_xydata()).round(6).tolist() for line in ax.lines)
+    return items
+
+
+def moved(explorer: W.Explorer, **values) -> tuple[list, list]:
+    """Fingerprints before and after setting control values (as a student moving them would)."""
+    assert isinstance(explorer.figure, Figure)
+    before = fingerprint(explorer.figure)
+    for name, value in values.items():
+        explorer.controls[name].value = value
+    assert isinstance(explorer.figure, Figure), explorer.error
+    return before, fingerprint(explorer.figure)
+
+
+# ----------------------------------------------------------------------------- pure functions
+def test_query_data_matches_the_book():
+    view = W.query_data(cu.example_inputs(), 1)
+    assert torch.allclose(view.scores, torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]), atol=1e-4)
+    assert torch.allclose(view.weights, torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]), atol=1e-4)
+    assert torch.allclose(view.context, torch.tensor([0.4419, 0.6515, 0.5683]), atol=1e-4)
+
+
+def test_scaling_data_plain_softmax_sharpens_scaled_does_not():
+    narrow, wide = W.scaling_data(2, seed=3), W.scaling_data(512, seed=3)
+    assert torch.allclose(narrow.weights_plain.sum(), torch.tensor(1.0))
+    assert torch.allclose(wide.weights_scaled, torch.softmax(wide.scores / math.sqrt(512), dim=0))
+    assert wide.sweep_plain[-1] > 0.9 > 0.6 > wide.sweep_scaled[-1]  # average largest weight at d_k = 512
+    assert abs(float(wide.sweep_scaled[-1] - wide.sweep_scaled[15])) < 0.05  # flat with scaling
+    again = W.scaling_data(512, seed=3)
+    assert torch.equal(again.scores, wide.scores)
+    assert not torch.allclose(W.scaling_data(4, seed=3).scores, wide.scores)
+
+
+def test_mask_data_masking_before_softmax_equals_renormalising_after():
+    scores = W._example_scores()
+    before = W.mask_data(scores, "mask with -inf, then softmax")
+    zeroed = W.mask_data(scores, "softmax, then zero the future")
+    renormalised = W.mask_data(scores, "softmax, zero the future, renormalise")
+    assert torch.allclose(before.weights, renormalised.weights, atol=1e-6)
+    assert torch.allclose(before.row_sums, torch.ones(6))
+    assert bool((zeroed.row_sums[:5] < 0.99).all())  # zeroing leaks weight from every row...
+    assert math.isclose(float(zeroed.row_sums[5]), 1.0, rel_tol=1e-6)  # ...but the last (it has no future)
+    assert torch.isinf(before.softmax_input).sum() == 15
+    assert torch.allclose(W.mask_data(scores, "no mask").weights, torch.softmax(scores, dim=-1))
+
+
+def test_dropout_data_uses_the_portable_mask_and_rescales():
+    weights = W._example_causal_weights()
+    view = W.dropout_data(weights, 0.5, 123)
+    assert torch.equal(view.mask, cu.portable_dropout_mask((6, 6), 0.5, 123))
+    assert set(view.mask.unique().tolist()) <= {0.0, 2.0}
+    assert torch.allclose(view.dropped, weights * view.mask)
+    assert torch.allclose(view.row_sums, view.dropped.sum(dim=-1))
+    assert torch.equal(W.dropout_data(weights, 0.0, 7).dropped, weights)
+
+
+def test_head_data_tokenises_and_gives_causal_weights_per_head():
+    rng_before = torch.get_rng_state()
+    view = W.head_data(W.HEAD_TEXT, head=2, num_heads=4, seed=123)
+    assert torch.equal(torch.get_rng_state(), rng_before), "head_data must not touch the global RNG"
+    assert view.ids == (7120, 7002, 4940, 351, 530, 2239)
+    assert view.pieces == ("Your", "␣journey", "␣starts", "␣with", "␣one", "␣step")
+    assert view.weights.shape == (4, 6, 6)
+    assert torch.allclose(view.weights.sum(dim=-1), torch.ones(4, 6))
+    assert bool((view.weights.triu(diagonal=1) == 0).all())
+    assert not torch.allclose(view.weights[0], view.weights[1])
+    assert torch.equal(W.head_data(W.HEAD_TEXT, 0, 4, 123).weights, view.weights)
+    long = W.head_data("word " * 50, 0)
+    assert long.truncated and len(long.ids) == W.HEAD_CONTEXT
+    assert W.head_data("<|endoftext|>", 0).ids  # special-token text is tokenised as plain text
+
+
+def test_memory_data_counts_bytes():
+    view = W.memory_data(1024, heads=12, batch=2, d_model=768, bytes_per_value=4)
+    assert view.score_now == 2 * 12 * 1024 * 1024 * 4
+    assert view.activation_now == 2 * 1024 * 768 * 4
+    assert view.score_now / view.activation_now == 12 * 1024 / 768
+    assert W.format_bytes(1536) == "1.5 KiB" and W.format_bytes(100 * 2**20) == "100 MiB"
+    assert W.format_bytes(12) == "12 B"
+
+
+# ----------------------------------------------------------------------------- live explorers
+def test_query_explorer_redraws_when_the_query_changes(live):
+    explorer = live(W.query_explorer)
+    assert explorer.controls["query"].value == 1
+    assert isinstance(explorer.widget.children[-1], type(explorer.output))
+    before, after = moved(explorer, query=4)
+    assert before != after
+    assert "query: 'one' (token 4)" in after
+
+
+def test_scaling_explorer_redraws_for_d_k_and_seed(live):
+    explorer = live(W.scaling_explorer)
+    before, after = moved(explorer, d_k=256)
+    assert before != after
+    assert moved(explorer, seed=9)[0] != fingerprint(explorer.figure)
+
+
+def test_mask_explorer_redraws_for_each_mode(live):
+    explorer = live(W.mask_explorer)
+    before, after = moved(explorer, mode="softmax, then zero the future")
+    assert before != after
+    assert "row sums (not all 1!)" in after
+
+
+def test_dropout_explorer_redraws_for_p_and_seed(live):
+    explorer = live(W.dropout_explorer)
+    before, after = moved(explorer, p=0.2)
+    assert before != after
+    assert moved(explorer, seed=5)[0] != fingerprint(explorer.figure)
+
+
+def test_head_explorer_redraws_for_head_and_text_and_reports_empty_text(live):
+    explorer = live(W.head_explorer, num_heads=2)
+    assert explorer.controls["head"].max == 1
+    before, after = moved(explorer, head=1)
+    assert before != after
+    before, after = moved(explorer, text="Attention is all you need")
+    assert before != after and "␣need" in after
+    explorer.controls["text"].value = ""
+    assert explorer.figure is None and "text is empty" in explorer.error
+
+
+def test_memory_explorer_redraws_for_every_control(live):
+    explorer = live(W.memory_explorer)
+    for name, value in (("n", 8192), ("heads", 4), ("batch", 16), ("dtype", 2)):
+        before, after = moved(explorer, **{name: value})
+        assert before != after, f"moving {name} did not change the figure"
+
+
+def test_live_explorer_layout_is_controls_then_one_output(live):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    explorer = live(W.memory_explorer)
+    *controls, output = explorer.widget.children
+    assert isinstance(explorer.widget, ipywidgets.VBox)
+    assert controls == list(explorer.controls.values()) and isinstance(output, ipywidgets.Output)
+    assert isinstance(explorer.controls["n"], ipywidgets.SelectionSlider)
+
+
+# ----------------------------------------------------------------------------- static fallback
+EXPLORERS = [W.query_explorer, W.scaling_explorer, W.mask_explorer, W.dropout_explorer, W.head_explorer,
+             W.memory_explorer]
+
+
+@pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda f: f.__name__)
+def test_static_mode_shows_one_figure_and_the_note(explorer, shown, monkeypatch, capsys):
+    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    assert explorer() is None
+    assert len(shown) == 1 and isinstance(shown[0], Figure)
+    assert capsys.readouterr().out == W.STATIC_NOTE + "\n"
+
+
+def test_static_mode_without_ipywidgets(monkeypatch):
+    monkeypatch.delenv(W.STATIC_ENV_VAR, raising=False)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # makes `import ipywidgets` fail
+    assert W.static_mode()
+    monkeypatch.setenv(W.STATIC_ENV_VAR, "0")
+    assert W.static_mode()
+
+
+def test_static_figure_matches_the_default_controls(shown, monkeypatch, capsys):
+    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    W.query_explorer()
+    capsys.readouterr()
+    expected = W.draw_query(W.query_data(cu.example_inputs(), 1), cu.example_inputs(), cu.EXAMPLE_TOKENS)
+    assert fingerprint(shown[0]) == fingerprint(expected)
+
+
+# ----------------------------------------------------------------------------- bad arguments
+BAD_CALLS = [
+    (lambda: W.query_explorer(torch.ones(6)), "inputs must be a 2-d tensor, but got a 1-d tensor"),
+    (lambda: W.query_explorer(torch.ones(4, 3)), None),  # fine: labels default to 0..3
+    (lambda: W.query_explorer(labels=["a", "b"]), "labels must have 6 entries"),
+    (lambda: W.query_explorer(torch.ones(3, 2, dtype=torch.long)), "floating-point"),
+    (lambda: W.query_data(cu.example_inputs(), 6), "query must be a token index from 0 to 5, but got 6"),
+    (lambda: W.scaling_explorer(d_k=0), "d_k must be at least 1, but got 0"),
+    (lambda: W.scaling_explorer(d_k=1000), "d_k must be at most 512, but got 1000"),
+    (lambda: W.mask_explorer(torch.ones(2, 6, 6)), "scores must be a 2-d tensor, but got a 3-d tensor"),
+    (lambda: W.mask_explorer(torch.ones(3, 4)), r"square \(n, n\) matrix.*shape \(3, 4\)"),
+    (lambda: W.mask_explorer(labels=["a"]), "labels must have 6 entries"),
+    (lambda: W.mask_data(torch.ones(3, 3), "sideways"), "mode must be one of"),
+    (lambda: W.dropout_explorer(p=1.0), r"p must be in \[0, 1\) \(a drop probability\), but got 1.0"),
+    (lambda: W.dropout_explorer(p=-0.1), r"p must be in \[0, 1\)"),
+    (lambda: W.dropout_explorer(seed=-1), "seed must be at least 0"),
+    (lambda: W.dropout_explorer(torch.ones(6)), "weights must be a 2-d tensor"),
+    (lambda: W.head_explorer(text=""), "text is empty"),
+    (lambda: W.head_explorer(text=42), "text must be a string, but got int"),
+    (lambda: W.head_explorer(num_heads=3), r"num_heads must divide the model width d_model=16 .*got 3"),
+    (lambda: W.head_data("hi", head=4, num_heads=4), "head must be a head index from 0 to 3, but got 4"),
+    (lambda: W.memory_explorer(n=1000), r"n must be one of \[64, 128"),
+    (lambda: W.memory_explorer(heads=0), "heads must be at least 1"),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), BAD_CALLS)
+def test_explorers_reject_bad_arguments_clearly(call, message, shown, monkeypatch, capsys):
+    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    if message is None:
+        call()
+        assert isinstance(shown[0], Figure)
+        return
+    with pytest.raises(cu.CourseInputError, match=message):
+        call()
+    assert shown == []  # nothing is drawn for bad arguments
