@@ -12,12 +12,30 @@ Each chapter's checks live in their own module and are re-exported here.
 from ._core import Bug, CheckFailure
 from .ch01 import check_attention_scores, check_attention_weights, check_context_vectors
 from .ch01 import check_softmax
+from .ch02 import (
+    check_batched_self_attention,
+    check_self_attention_v1,
+    check_self_attention_v2,
+    check_weight_transfer,
+)
+from .ch03 import check_causal_mask, check_mask_after_softmax, check_mask_before_softmax
+from .ch06 import check_copy_into_torch_mha, check_input_embedding, check_sliding_window_dataset
 
 __all__ = [
     "Bug",
     "CheckFailure",
     "check_attention_scores",
     "check_attention_weights",
+    "check_batched_self_attention",
+    "check_causal_mask",
     "check_context_vectors",
+    "check_copy_into_torch_mha",
+    "check_input_embedding",
+    "check_mask_after_softmax",
+    "check_mask_before_softmax",
+    "check_self_attention_v1",
+    "check_self_attention_v2",
+    "check_sliding_window_dataset",
     "check_softmax",
+    "check_weight_transfer",
 ]

@@ -1,0 +1,276 @@
+"""Right and wrong answers to chapter 02's exercises, each wrong one a mistake students make."""
+
+import torch
+from torch import nn
+
+
+# --------------------------------------------------------------------------- SelfAttention_v1
+class V1Right(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
+
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V1NoScaling(V1Right):
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T, dim=-1) @ v
+
+
+class V1SoftmaxDim0(V1Right):
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=0) @ v
+
+
+class V1ScaleByDin(V1Right):
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T / x.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V1KeysFromQueries(V1Right):
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_query, x @ self.W_value
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V1ReturnsWeights(V1Right):
+    def forward(self, x):
+        q, k = x @ self.W_query, x @ self.W_key
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1)
+
+
+class V1ScaleAfterSoftmax(V1Right):
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T, dim=-1) / k.shape[-1] ** 0.5 @ v
+
+
+class V1PlainTensors(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.W_query = torch.rand(d_in, d_out)
+        self.W_key = torch.rand(d_in, d_out)
+        self.W_value = torch.rand(d_in, d_out)
+
+    def forward(self, x):
+        q, k, v = x @ self.W_query, x @ self.W_key, x @ self.W_value
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V1StoredTransposed(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.W_query = nn.Parameter(torch.rand(d_out, d_in))
+        self.W_key = nn.Parameter(torch.rand(d_out, d_in))
+        self.W_value = nn.Parameter(torch.rand(d_out, d_in))
+
+    def forward(self, x):
+        q, k, v = x @ self.W_query.T, x @ self.W_key.T, x @ self.W_value.T
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V1RandnInit(V1Right):
+    def __init__(self, d_in, d_out):
+        nn.Module.__init__(self)
+        self.W_query = nn.Parameter(torch.randn(d_in, d_out))
+        self.W_key = nn.Parameter(torch.randn(d_in, d_out))
+        self.W_value = nn.Parameter(torch.randn(d_in, d_out))
+
+
+class V1KeyFirst(V1Right):
+    def __init__(self, d_in, d_out):
+        nn.Module.__init__(self)
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
+
+
+class V1Stub(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        raise NotImplementedError()
+
+
+# --------------------------------------------------------------------------- SelfAttention_v2
+class V2Right(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V2Precedence(V2Right):
+    """The chapter's spot-the-bug class: `** 1/2` is `(d_k ** 1) / 2`."""
+
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        scale = k.shape[-1] ** 1/2
+        return torch.softmax(q @ k.T / scale, dim=-1) @ v
+
+
+class V2AlwaysBias(V2Right):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_query = nn.Linear(d_in, d_out)
+        self.W_key = nn.Linear(d_in, d_out)
+        self.W_value = nn.Linear(d_in, d_out)
+
+
+class V2ValuesFromKeys(V2Right):
+    def forward(self, x):
+        q, k = self.W_query(x), self.W_key(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ k
+
+
+class V2ScoresTransposed(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(k @ q.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V2MixesInputs(V2Right):
+    def forward(self, x):
+        q, k = self.W_query(x), self.W_key(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ x
+
+
+class V2SwappedLinearArgs(V2Right):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_query = nn.Linear(d_out, d_in, bias=qkv_bias)
+        self.W_key = nn.Linear(d_out, d_in, bias=qkv_bias)
+        self.W_value = nn.Linear(d_out, d_in, bias=qkv_bias)
+
+
+class V2ValueFirst(V2Right):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+
+class V2OtherNames(nn.Module):
+    def __init__(self, d_in, d_out, qkv_bias=False):
+        super().__init__()
+        self.query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x):
+        q, k, v = self.query(x), self.key(x), self.value(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+# --------------------------------------------------------------------------- weight transfer
+def transfer_right(v1, v2):
+    with torch.no_grad():
+        v1.W_query.copy_(v2.W_query.weight.T)
+        v1.W_key.copy_(v2.W_key.weight.T)
+        v1.W_value.copy_(v2.W_value.weight.T)
+
+
+def transfer_with_data(v1, v2):
+    """Also right: replacing the Parameters with fresh copies."""
+    v1.W_query = nn.Parameter(v2.W_query.weight.T.clone())
+    v1.W_key = nn.Parameter(v2.W_key.weight.T.clone())
+    v1.W_value = nn.Parameter(v2.W_value.weight.T.clone())
+
+
+def transfer_no_transpose(v1, v2):
+    with torch.no_grad():
+        v1.W_query.copy_(v2.W_query.weight)
+        v1.W_key.copy_(v2.W_key.weight)
+        v1.W_value.copy_(v2.W_value.weight)
+
+
+def transfer_no_transpose_data(v1, v2):
+    v1.W_query.data = v2.W_query.weight.data.clone()
+    v1.W_key.data = v2.W_key.weight.data.clone()
+    v1.W_value.data = v2.W_value.weight.data.clone()
+
+
+def transfer_swapped_qk(v1, v2):
+    with torch.no_grad():
+        v1.W_query.copy_(v2.W_key.weight.T)
+        v1.W_key.copy_(v2.W_query.weight.T)
+        v1.W_value.copy_(v2.W_value.weight.T)
+
+
+def transfer_forgot_value(v1, v2):
+    with torch.no_grad():
+        v1.W_query.copy_(v2.W_query.weight.T)
+        v1.W_key.copy_(v2.W_key.weight.T)
+
+
+def transfer_reversed(v1, v2):
+    with torch.no_grad():
+        v2.W_query.weight.copy_(v1.W_query.T)
+        v2.W_key.weight.copy_(v1.W_key.T)
+        v2.W_value.weight.copy_(v1.W_value.T)
+
+
+def transfer_no_grad_missing(v1, v2):
+    v1.W_query.copy_(v2.W_query.weight.T)
+    v1.W_key.copy_(v2.W_key.weight.T)
+    v1.W_value.copy_(v2.W_value.weight.T)
+
+
+def transfer_shared(v1, v2):
+    v1.W_query = nn.Parameter(v2.W_query.weight.T)
+    v1.W_key = nn.Parameter(v2.W_key.weight.T)
+    v1.W_value = nn.Parameter(v2.W_value.weight.T)
+
+
+# --------------------------------------------------------------------------- batched
+class BatchedRight(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.transpose(1, 2) / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class BatchedDotT(V2Right):
+    """The 2-d forward unchanged: `.T` on (b, n, d_out) keys."""
+
+
+class BatchedSoftmaxDim1(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.transpose(1, 2) / k.shape[-1] ** 0.5, dim=1) @ v
+
+
+class BatchedSoftmaxDim0(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.transpose(1, 2) / k.shape[-1] ** 0.5, dim=0) @ v
+
+
+class BatchedNoScaling(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v
+
+
+class BatchedKeysFromQueries(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_query(x), self.W_value(x)
+        return torch.softmax(q @ k.transpose(1, 2) / k.shape[-1] ** 0.5, dim=-1) @ v
+
+
+class V2PrecedenceInline(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 1/2, dim=-1) @ v

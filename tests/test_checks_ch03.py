@@ -1,0 +1,71 @@
+"""Chapter 03's self-checks accept right answers and name each wrong one."""
+
+import pytest
+import torch
+
+import course_utils as cu
+from course_utils.checks import CheckFailure
+from tests.buggy import ch03 as b
+
+
+@pytest.mark.parametrize(
+    ("check", "right"),
+    [
+        (cu.checks.check_causal_mask, b.mask_right),
+        (cu.checks.check_causal_mask, b.mask_right_by_comparison),
+        (cu.checks.check_causal_mask, cu.models.causal_mask),
+        (cu.checks.check_mask_after_softmax, b.after_right),
+        (cu.checks.check_mask_before_softmax, b.before_right),
+        (cu.checks.check_mask_before_softmax, b.before_additive),
+        (cu.checks.check_mask_before_softmax, b.before_large_negative),
+    ],
+)
+def test_right_answers_pass_with_one_line(check, right, capsys):
+    check(right)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ check_") and out.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("check", "buggy", "diagnosis"),
+    [
+        (cu.checks.check_causal_mask, b.mask_with_diagonal, "also covers the diagonal"),
+        (cu.checks.check_causal_mask, b.mask_tril, "hides the *past*"),
+        (cu.checks.check_causal_mask, b.mask_keep, "a *keep* mask"),
+        (cu.checks.check_causal_mask, b.mask_float, "right pattern but dtype torch.float32"),
+        (cu.checks.check_causal_mask, b.mask_fixed_size, "does not depend on n: asked for n=5, it has shape (6, 6)"),
+        (cu.checks.check_causal_mask, b.mask_flat, "expected shape (5, 5), got (25,)"),
+        (cu.checks.check_causal_mask, b.mask_stub, "NotImplementedError: the exercise stub"),
+        (cu.checks.check_mask_after_softmax, b.after_no_renormalise, "did not renormalise"),
+        (cu.checks.check_mask_after_softmax, b.after_diagonal_masked, "also hides the diagonal"),
+        (cu.checks.check_mask_after_softmax, b.after_transposed, "Your mask is transposed"),
+        (cu.checks.check_mask_after_softmax, b.after_no_scaling, "without the division by sqrt(d_k)"),
+        (cu.checks.check_mask_after_softmax, b.after_scores_zeroed, "A score of 0 is not 'ignore me'"),
+        (cu.checks.check_mask_after_softmax, b.after_softmax_dim1, "over the queries axis"),
+        (cu.checks.check_mask_after_softmax, b.before_stub, "NotImplementedError: the exercise stub"),
+        (cu.checks.check_mask_before_softmax, b.before_zero_fill, "A score of 0 is not 'ignore me'"),
+        (cu.checks.check_mask_before_softmax, b.before_diagonal_masked, "also hides the diagonal"),
+        (cu.checks.check_mask_before_softmax, b.before_transposed, "Your mask is transposed"),
+        (cu.checks.check_mask_before_softmax, b.before_scale_by_d_k, "by d_k instead of by sqrt(d_k)"),
+        (cu.checks.check_mask_before_softmax, b.before_softmax_dim1, "over the queries axis"),
+        (cu.checks.check_mask_before_softmax, b.before_fill_after_softmax, "wrote -inf into the *weights*"),
+        (cu.checks.check_mask_before_softmax, b.before_zero_after_softmax, "applied the mask after the softmax"),
+        (cu.checks.check_mask_before_softmax, b.after_no_renormalise, "applied the mask after the softmax"),
+    ],
+)
+def test_each_bug_is_named(check, buggy, diagnosis):
+    with pytest.raises(CheckFailure) as info:
+        check(buggy)
+    assert diagnosis in str(info.value)
+
+
+def test_way_1_and_way_2_answers_agree_with_each_other():
+    scores = torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(0)) * 4
+    assert torch.allclose(b.after_right(scores, 7), b.before_right(scores, 7), atol=1e-6)
+
+
+def test_checks_reject_non_functions():
+    with pytest.raises(CheckFailure, match="expects a function"):
+        cu.checks.check_causal_mask(torch.ones(3, 3))
+    with pytest.raises(CheckFailure, match="expects a function"):
+        cu.checks.check_mask_before_softmax("softmax")
