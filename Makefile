@@ -37,6 +37,10 @@ test: $(STAMP) ## run every check: unit tests, notebook sync, strict nbval of al
 test-unit: $(STAMP) ## unit tests only (fast)
 	$(PY) -m pytest -n $(JOBS) tests
 
+test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium (installs chromium, playwright)
+	@sh tests/browser/ensure_browser.sh $(PY)
+	COURSE_BROWSER_TESTS=1 $(PY) -m pytest -v -s tests/browser
+
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
