@@ -1,5 +1,6 @@
 """The nbval rules: last-digit float tolerance (both ways), sanitizers, stderr skipped."""
 
+import os
 import re
 import subprocess
 import sys
@@ -75,34 +76,41 @@ def _notebook(tmp_path, name, cells):
     return path
 
 
-def _run_nbval(path):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "course_utils.nbval_plugin",
-         "--nbval", "--nbval-current-env", "--nbval-sanitize-with", str(SANITIZE), "-q", str(path)],
-        cwd=path.parent, capture_output=True, text=True, timeout=120,
+def _run_nbval(*paths):
+    """One nbval run over the given notebooks; returns {"name.ipynb::Cell k": "PASSED"|"FAILED"}."""
+    ini = paths[0].parent / "pytest.ini"
+    ini.write_text("[pytest]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(ini.parent),
+         "-p", "no:cacheprovider", "-p", "no:xdist", "-p",
+         "course_utils.nbval_plugin", "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
+         str(SANITIZE), "-v", *[p.name for p in paths]],
+        cwd=paths[0].parent, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+    found = re.findall(r"^(\w+)(?:\.|::)ipynb::Cell (\d+) (PASSED|FAILED)", result.stdout, re.MULTILINE)
+    return result, {f"{name}.ipynb::Cell {cell}": outcome for name, cell, outcome in found}
 
 
-def test_end_to_end_tolerated_and_sanitized_outputs_pass(tmp_path):
-    path = _notebook(tmp_path, "ok.ipynb", [
+def test_end_to_end_tolerated_and_sanitized_outputs_pass_and_real_changes_fail(tmp_path):
+    ok = _notebook(tmp_path, "ok.ipynb", [
         ("print(f'{0.44214:.4f}')", "0.4422\n"),  # one unit off
         ("print(\"tensor([1.], device='cuda:0')\")", "tensor([1.])\n"),  # device string
         ("print('<Figure size 640x480 with 1 Axes>')", "<Figure size 100x100 with 1 Axes>\n"),
         ("print('<object at 0x7f00>')", "<object at 0xdeadbeef>\n"),
         ("import sys; print('warn', file=sys.stderr); print('out')", "out\n"),  # stderr not compared
     ])
-    result = _run_nbval(path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 passed" in result.stdout
-
-
-def test_end_to_end_real_changes_fail(tmp_path):
-    path = _notebook(tmp_path, "bad.ipynb", [
-        ("print(f'{0.44214:.4f}')", "0.4521\n"),
-        ("print([2, 6, 2])", "[2, 6, 3]\n"),
-        ("print(True)", "False\n"),
-        ("print(f'{0.44214:.4f}')", "0.4421\n"),
+    bad = _notebook(tmp_path, "bad.ipynb", [
+        ("print(f'{0.44214:.4f}')", "0.4521\n"),  # a real change in a value
+        ("print([2, 6, 2])", "[2, 6, 3]\n"),  # an integer
+        ("print(True)", "False\n"),  # a word
+        ("print(f'{0.44214:.4f}')", "0.4421\n"),  # unchanged
     ])
-    result = _run_nbval(path)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "3 failed, 1 passed" in result.stdout
+    result, outcomes = _run_nbval(ok, bad)
+    log = result.stdout + result.stderr
+    assert result.returncode == 1, log
+    assert outcomes == {
+        **{f"ok.ipynb::Cell {i}": "PASSED" for i in range(5)},
+        "bad.ipynb::Cell 0": "FAILED", "bad.ipynb::Cell 1": "FAILED",
+        "bad.ipynb::Cell 2": "FAILED", "bad.ipynb::Cell 3": "PASSED",
+    }, log
