@@ -6,6 +6,7 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch03 as b
+from tests.check_helpers import assert_names_bug, assert_passes
 
 
 @pytest.mark.parametrize(
@@ -21,9 +22,7 @@ from tests.buggy import ch03 as b
     ],
 )
 def test_right_answers_pass_with_one_line(check, right, capsys):
-    check(right)
-    out = capsys.readouterr().out
-    assert out.startswith("✓ check_") and out.count("\n") == 1
+    assert_passes(check, right, capsys=capsys)
 
 
 @pytest.mark.parametrize(
@@ -54,9 +53,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
     ],
 )
 def test_each_bug_is_named(check, buggy, diagnosis):
-    with pytest.raises(CheckFailure) as info:
-        check(buggy)
-    assert diagnosis in str(info.value)
+    assert_names_bug(check, buggy, diagnosis=diagnosis)
 
 
 def test_way_1_and_way_2_answers_agree_with_each_other():

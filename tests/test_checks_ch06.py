@@ -6,17 +6,12 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch06 as b
-
-
-def _one_success_line(capsys):
-    out = capsys.readouterr().out
-    assert out.startswith("✓ check_") and out.count("\n") == 1, out
+from tests.check_helpers import assert_names_bug, assert_passes
 
 
 # --------------------------------------------------------------------------- dataset
 def test_right_dataset_passes(capsys):
-    cu.checks.check_sliding_window_dataset(b.DatasetRight)
-    _one_success_line(capsys)
+    assert_passes(cu.checks.check_sliding_window_dataset, b.DatasetRight, capsys=capsys)
 
 
 @pytest.mark.parametrize(
@@ -36,9 +31,7 @@ def test_right_dataset_passes(capsys):
     ],
 )
 def test_each_dataset_bug_is_named(buggy, diagnosis):
-    with pytest.raises(CheckFailure) as info:
-        cu.checks.check_sliding_window_dataset(buggy)
-    assert diagnosis in str(info.value)
+    assert_names_bug(cu.checks.check_sliding_window_dataset, buggy, diagnosis=diagnosis)
 
 
 def test_dataset_counts_are_reported_with_numbers():
@@ -53,8 +46,7 @@ def test_dataset_check_wants_the_class():
 
 # --------------------------------------------------------------------------- embeddings
 def test_right_embedding_passes(capsys):
-    cu.checks.check_input_embedding(b.EmbeddingRight)
-    _one_success_line(capsys)
+    assert_passes(cu.checks.check_input_embedding, b.EmbeddingRight, capsys=capsys)
 
 
 @pytest.mark.parametrize(
@@ -72,9 +64,7 @@ def test_right_embedding_passes(capsys):
     ],
 )
 def test_each_embedding_bug_is_named(buggy, diagnosis):
-    with pytest.raises(CheckFailure) as info:
-        cu.checks.check_input_embedding(buggy)
-    assert diagnosis in str(info.value)
+    assert_names_bug(cu.checks.check_input_embedding, buggy, diagnosis=diagnosis)
 
 
 def test_vocab_sized_positions_report_the_shapes():
@@ -86,8 +76,7 @@ def test_vocab_sized_positions_report_the_shapes():
 @pytest.mark.parametrize("copy", [b.copy_right, b.copy_right_by_assignment])
 @pytest.mark.parametrize("mask", [b.mask_right, b.mask_right_float, cu.models.causal_mask])
 def test_right_copy_and_mask_pass(copy, mask, capsys):
-    cu.checks.check_copy_into_torch_mha(copy, mask)
-    _one_success_line(capsys)
+    assert_passes(cu.checks.check_copy_into_torch_mha, copy, mask, capsys=capsys)
 
 
 @pytest.mark.parametrize(
@@ -110,9 +99,7 @@ def test_right_copy_and_mask_pass(copy, mask, capsys):
     ],
 )
 def test_each_copy_or_mask_bug_is_named(copy, mask, diagnosis):
-    with pytest.raises(CheckFailure) as info:
-        cu.checks.check_copy_into_torch_mha(copy, mask)
-    assert diagnosis in str(info.value)
+    assert_names_bug(cu.checks.check_copy_into_torch_mha, copy, mask, diagnosis=diagnosis)
 
 
 def test_copy_check_rejects_non_functions():
