@@ -56,6 +56,9 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m course_utils.figures
 
+bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
+	$(PY) -m course_utils.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+
 lint: $(STAMP) ## ruff over the package, tests and notebooks
 	$(VENV)/bin/ruff check course_utils tests conftest.py solutions
 

@@ -10,8 +10,7 @@ Each chapter's checks live in their own module and are re-exported here.
 """
 
 from ._core import Bug, CheckFailure
-from .ch01 import check_attention_scores, check_attention_weights, check_context_vectors
-from .ch01 import check_softmax
+from .ch01 import check_attention_scores, check_attention_weights, check_context_vectors, check_softmax
 from .ch02 import (
     check_batched_self_attention,
     check_self_attention_v1,
@@ -20,6 +19,7 @@ from .ch02 import (
 )
 from .ch03 import check_causal_mask, check_mask_after_softmax, check_mask_before_softmax
 from .ch06 import check_copy_into_torch_mha, check_input_embedding, check_sliding_window_dataset
+from .ch07 import check_blockwise_attention
 
 __all__ = [
     "Bug",
@@ -27,6 +27,7 @@ __all__ = [
     "check_attention_scores",
     "check_attention_weights",
     "check_batched_self_attention",
+    "check_blockwise_attention",
     "check_causal_mask",
     "check_context_vectors",
     "check_copy_into_torch_mha",

@@ -1,0 +1,86 @@
+"""Answers to chapter 07's exercise: the right blockwise attention, then mistakes students make."""
+
+import math
+
+import torch
+
+
+def _blockwise(q, k, v, block_size, *, keep=lambda key, query: key <= query, scale=None,
+               rescale=True, normalise=True, global_keys=True):
+    n, d = q.shape
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    run_max = torch.full((n, 1), float("-inf"))
+    run_sum = torch.zeros(n, 1)
+    run_out = torch.zeros(n, v.shape[1])
+    query = torch.arange(n).unsqueeze(1)
+    for start in range(0, n, block_size):
+        k_b, v_b = k[start:start + block_size], v[start:start + block_size]
+        key = torch.arange(k_b.shape[0]) + (start if global_keys else 0)
+        s = (q @ k_b.T) * scale
+        s = s.masked_fill(~keep(key, query), float("-inf"))
+        new_max = torch.maximum(run_max, s.amax(dim=1, keepdim=True))
+        factor = torch.exp(run_max - new_max) if rescale else 1.0
+        p = torch.exp(s - new_max)
+        run_sum = run_sum * factor + p.sum(dim=1, keepdim=True)
+        run_out = run_out * factor + p @ v_b
+        run_max = new_max
+    return run_out / run_sum if normalise else run_out
+
+
+def right(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size)
+
+
+def no_mask(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, keep=lambda key, query: key >= 0)
+
+
+def diagonal_masked(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, keep=lambda key, query: key < query)
+
+
+def block_local_positions(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, global_keys=False)
+
+
+def no_scale(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, scale=1.0)
+
+
+def scale_by_d(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, scale=1 / q.shape[1])
+
+
+def no_rescale(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, rescale=False)
+
+
+def no_normalise(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size, normalise=False)
+
+
+def full_matrix(q, k, v, block_size):
+    """Right numbers, but through the (n, n) score matrix the exercise is about avoiding."""
+    return _full(q, k, v)
+
+
+def _full(q, k, v):
+    n = q.shape[0]
+    scores = (q @ k.T) / math.sqrt(q.shape[1])
+    scores = scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def output_width_of_q(q, k, v, block_size):
+    """Sizes the running output like q, not like v."""
+    n, d = q.shape
+    out = torch.zeros(n, d)
+    return out + _blockwise(q, k, v, block_size).mean()
+
+
+def returns_list(q, k, v, block_size):
+    return _blockwise(q, k, v, block_size).tolist()
+
+
+def stub(q, k, v, block_size):
+    raise NotImplementedError()

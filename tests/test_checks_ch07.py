@@ -1,0 +1,40 @@
+"""Chapter 07's self-check accepts the right blockwise attention and names each wrong one."""
+
+import pytest
+
+import course_utils as cu
+from course_utils.checks import CheckFailure
+from tests.buggy import ch07 as b
+
+
+def test_right_answer_passes(capsys):
+    cu.checks.check_blockwise_attention(b.right)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ check_blockwise_attention") and out.count("\n") == 1, out
+
+
+@pytest.mark.parametrize(
+    ("buggy", "diagnosis"),
+    [
+        (b.no_mask, "the causal mask is missing"),
+        (b.diagonal_masked, "also hides the diagonal"),
+        (b.block_local_positions, "positions *within* the block"),
+        (b.no_scale, "not scaled"),
+        (b.scale_by_d, "divided the scores by d instead of by sqrt(d)"),
+        (b.no_rescale, "not rescaled"),
+        (b.no_normalise, "without dividing by the running sum"),
+        (b.full_matrix, "builds an (16, 16) tensor"),
+        (b.output_width_of_q, "expected shape (16, 5)"),
+        (b.returns_list, "not a tensor"),
+        (b.stub, "NotImplementedError: the exercise stub"),
+    ],
+)
+def test_each_bug_is_named(buggy, diagnosis):
+    with pytest.raises(CheckFailure) as info:
+        cu.checks.check_blockwise_attention(buggy)
+    assert diagnosis in str(info.value)
+
+
+def test_check_wants_a_function():
+    with pytest.raises(CheckFailure, match="expects a function"):
+        cu.checks.check_blockwise_attention(42)
