@@ -18,6 +18,13 @@ from .ch02 import (
     check_weight_transfer,
 )
 from .ch03 import check_causal_mask, check_mask_after_softmax, check_mask_before_softmax
+from .ch04 import check_causal_attention, check_causal_batch_output
+from .ch05 import (
+    check_multihead_attention,
+    check_multihead_wrapper,
+    check_split_batch_output,
+    check_wrapper_batch_output,
+)
 from .ch06 import check_copy_into_torch_mha, check_input_embedding, check_sliding_window_dataset
 from .ch07 import check_blockwise_attention
 
@@ -28,15 +35,21 @@ __all__ = [
     "check_attention_weights",
     "check_batched_self_attention",
     "check_blockwise_attention",
+    "check_causal_attention",
+    "check_causal_batch_output",
     "check_causal_mask",
     "check_context_vectors",
     "check_copy_into_torch_mha",
     "check_input_embedding",
     "check_mask_after_softmax",
     "check_mask_before_softmax",
+    "check_multihead_attention",
+    "check_multihead_wrapper",
     "check_self_attention_v1",
     "check_self_attention_v2",
     "check_sliding_window_dataset",
     "check_softmax",
+    "check_split_batch_output",
     "check_weight_transfer",
+    "check_wrapper_batch_output",
 ]

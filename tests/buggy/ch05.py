@@ -1,0 +1,342 @@
+"""Multi-head classes for tests/test_checks_ch05.py: right ones, and one class per known bug.
+
+``Wrapper`` stacks tests/buggy/ch04.py's ``Correct`` heads; ``Split`` is a right
+MultiHeadAttention in small overridable steps. Every buggy class changes one step.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import ch04
+
+
+# ============================================================================= the wrapper
+class Wrapper(nn.Module):
+    head_class = ch04.Correct
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList(self.make_heads(d_in, d_out, context_length, dropout, num_heads, qkv_bias))
+
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        return [self.head_class(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=-1)
+
+
+class WrapperOfBookStyleHeads(Wrapper):
+    head_class = ch04.BoolMaskInPlace
+
+
+WRAPPER_CORRECT = [Wrapper, WrapperOfBookStyleHeads]
+
+
+class HeadsInPythonList(Wrapper):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.heads = self.make_heads(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+
+
+class SharedHead(Wrapper):
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        return [self.head_class(d_in, d_out, context_length, dropout, qkv_bias)] * num_heads
+
+
+class ConcatOverTokens(Wrapper):
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads], dim=1)
+
+
+class ConcatOverBatch(Wrapper):
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads])
+
+
+class StackedHeads(Wrapper):
+    def forward(self, x):
+        return torch.stack([head(x) for head in self.heads])
+
+
+class DOutSplitBetweenHeads(Wrapper):
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        return super().make_heads(d_in, d_out // num_heads, context_length, dropout, num_heads, qkv_bias)
+
+
+class NoHeadsAttribute(Wrapper):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.attention_heads = self.heads
+        del self.heads
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.attention_heads], dim=-1)
+
+
+def _wrapper_of(head_class):
+    return type(f"WrapperOf{head_class.__name__}", (Wrapper,), {"head_class": head_class})
+
+
+# (wrapper class, bug) pairs whose heads carry a chapter-04 bug
+WRAPPERS_OF_BUGGY_HEADS = [
+    (_wrapper_of(ch04.SoftmaxOverQueries), "softmax_queries"),
+    (_wrapper_of(ch04.NoScaling), "no_scaling"),
+    (_wrapper_of(ch04.MaskLeaksNextToken), "mask_leak"),
+    (_wrapper_of(ch04.MaskNotSliced), "mask_not_sliced"),
+    (_wrapper_of(ch04.MaskNotBuffer), "mask_not_buffer"),
+    (_wrapper_of(ch04.DropoutOnContext), "dropout_on_context"),
+    (_wrapper_of(ch04.DropoutInEval), "dropout_in_eval"),
+    (_wrapper_of(ch04.DropoutIgnored), "dropout_ignored"),
+]
+
+
+# ============================================================================= split heads
+class Split(nn.Module):
+    """A right MultiHeadAttention, written in small overridable steps."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.check_sizes(d_out, num_heads)
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.make_out_proj(d_out)
+        self.dropout = nn.Dropout(dropout)
+        self.store_mask(torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+
+    def check_sizes(self, d_out, num_heads):
+        if d_out % num_heads:
+            raise ValueError(f"d_out={d_out} is not divisible by num_heads={num_heads}")
+
+    def make_out_proj(self, d_out):
+        self.out_proj = nn.Linear(d_out, d_out)
+
+    def store_mask(self, mask):
+        self.register_buffer("mask", mask)
+
+    def project(self, x):
+        return self.W_query(x), self.W_key(x), self.W_value(x)
+
+    def split(self, t):
+        b, n, _ = t.shape
+        return t.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.transpose(1, 2).contiguous().view(b, n, self.d_out)
+
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(self.mask[:n, :n], -torch.inf)
+
+    def scale(self, scores):
+        return scores / self.head_dim**0.5
+
+    def normalise(self, scores):
+        return torch.softmax(scores, dim=-1)
+
+    def drop(self, weights):
+        return self.dropout(weights)
+
+    def output(self, context):
+        return self.out_proj(context)
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = (self.split(t) for t in self.project(x))
+        scores = self.scale(self.apply_mask(q @ k.transpose(2, 3), n))
+        weights = self.drop(self.normalise(scores))
+        return self.output(self.merge(weights @ v))
+
+
+# ----------------------------------------------------------------------------- right, written differently
+class SplitWithReshapeAndEinsum(Split):
+    """reshape instead of contiguous().view, einsum for the scores, a 4-d mask buffer."""
+
+    def store_mask(self, mask):
+        self.register_buffer("mask", mask[None, None])
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = (t.reshape(b, n, self.num_heads, self.head_dim).permute(0, 2, 1, 3) for t in self.project(x))
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.head_dim**-0.5
+        scores = scores.masked_fill(self.mask[..., :n, :n], float("-inf"))
+        weights = self.dropout(scores.softmax(-1))
+        return self.out_proj((weights @ v).permute(0, 2, 1, 3).reshape(b, n, self.d_out))
+
+
+class SplitWithAssert(Split):
+    def check_sizes(self, d_out, num_heads):
+        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
+
+
+SPLIT_CORRECT = [Split, SplitWithReshapeAndEinsum, SplitWithAssert]
+
+
+# ----------------------------------------------------------------------------- one bug each
+class SoftmaxOverHeads(Split):
+    def normalise(self, scores):
+        return torch.softmax(scores, dim=1)
+
+
+class SoftmaxOverQueries(Split):
+    def normalise(self, scores):
+        return torch.softmax(scores, dim=2)
+
+
+class NoScaling(Split):
+    def scale(self, scores):
+        return scores
+
+
+class ScaleByHeadDim(Split):
+    def scale(self, scores):
+        return scores / self.head_dim
+
+
+class ScaleByDOut(Split):
+    def scale(self, scores):
+        return scores / self.d_out**0.5
+
+
+class MaskAfterSoftmax(Split):
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = (self.split(t) for t in self.project(x))
+        weights = self.normalise(self.scale(q @ k.transpose(2, 3)))
+        weights = self.drop(weights.masked_fill(self.mask[:n, :n], 0.0))
+        return self.output(self.merge(weights @ v))
+
+
+class NoMask(Split):
+    def apply_mask(self, scores, n):
+        return scores
+
+
+class MaskWithDiagonal(Split):
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(), -torch.inf)
+
+
+class MaskLeaksNextToken(Split):
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(2), -torch.inf)
+
+
+class MaskNotSliced(Split):
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(self.mask, -torch.inf)
+
+
+class MaskNotBuffer(Split):
+    def store_mask(self, mask):
+        self.mask = mask
+
+
+class DropoutIgnored(Split):
+    def drop(self, weights):
+        return weights
+
+
+class DropoutInEval(Split):
+    def drop(self, weights):
+        return F.dropout(weights, self.dropout.p)
+
+
+class DropoutFixedP(Split):
+    def drop(self, weights):
+        return F.dropout(weights, 0.1, self.training)
+
+
+class DropoutOnContext(Split):
+    def drop(self, weights):
+        return weights
+
+    def output(self, context):
+        return self.out_proj(self.dropout(context))
+
+
+class DropoutOnOutput(Split):
+    def drop(self, weights):
+        return weights
+
+    def output(self, context):
+        return self.dropout(self.out_proj(context))
+
+
+class DropoutBeforeSoftmax(Split):
+    def normalise(self, scores):
+        return torch.softmax(self.dropout(scores), dim=-1)
+
+    def drop(self, weights):
+        return weights
+
+
+class ViewWithoutTranspose(Split):
+    """Splits with a bare view; merges back the book's way."""
+
+    def split(self, t):
+        b, n, _ = t.shape
+        return t.view(b, self.num_heads, n, self.head_dim)
+
+
+class ViewWithoutTransposeBothWays(ViewWithoutTranspose):
+    """Splits and merges with bare views."""
+
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.contiguous().view(b, n, self.d_out)
+
+
+class MergeWithoutTranspose(Split):
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.contiguous().view(b, n, self.d_out)
+
+
+class MissingContiguous(Split):
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.transpose(1, 2).view(b, n, self.d_out)
+
+
+class KeysAndValuesFromQuery(Split):
+    """The bug of the chapter's last exercise."""
+
+    def project(self, x):
+        q = self.W_query(x)
+        return q, q, q
+
+
+class KeysFromQuery(Split):
+    def project(self, x):
+        return self.W_query(x), self.W_query(x), self.W_value(x)
+
+
+class OutProjUnused(Split):
+    def output(self, context):
+        return context
+
+
+class NoOutProj(Split):
+    def make_out_proj(self, d_out):
+        pass
+
+    def output(self, context):
+        return context
+
+
+class NoDivisibilityCheck(Split):
+    def check_sizes(self, d_out, num_heads):
+        pass
+
+
+class KeyBiasAlwaysOn(Split):
+    """qkv_bias ignored: nn.Linear's default bias=True."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out)
