@@ -28,3 +28,15 @@ def example_inputs(device: torch.device | str | None = None) -> torch.Tensor:
     for later cells by editing it in place.
     """
     return torch.tensor(EXAMPLE_VALUES, dtype=torch.float32, device=device)
+
+
+def example_scores() -> torch.Tensor:
+    """(6, 6) dot-product scores of the running example with itself (chapter 01's matrix)."""
+    x = example_inputs()
+    return x @ x.T
+
+
+def example_causal_weights() -> torch.Tensor:
+    """(6, 6) softmax weights of :func:`example_scores` with the future masked out."""
+    future = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+    return torch.softmax(example_scores().masked_fill(future, float("-inf")), dim=-1)

@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from . import plotting
-from .data import EXAMPLE_SENTENCE, EXAMPLE_TOKENS, example_inputs
+from .data import EXAMPLE_SENTENCE, EXAMPLE_TOKENS, example_causal_weights, example_inputs, example_scores
 from .models import causal_mask
 from .repro import portable_dropout_mask, portable_rand
 from .validation import CourseInputError
@@ -134,16 +134,6 @@ def _panel_arrow(ax, text: str, *, symbol: str | None = None) -> None:
     ax.text(0.5, 0.42, text, ha="center", va="top", fontsize=9, color=INK, linespacing=1.3)
 
 
-def _example_scores() -> torch.Tensor:
-    x = example_inputs()
-    return x @ x.T  # (6, 6)
-
-
-def _causal_weights() -> torch.Tensor:
-    masked = _example_scores().masked_fill(causal_mask(6), float("-inf"))
-    return torch.softmax(masked, dim=-1)  # (6, 6)
-
-
 def _book_projections() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """W_query, W_key, W_value as chapter 02 makes them: ``torch.manual_seed(123)``, three ``torch.rand(3, 2)``."""
     generator = torch.Generator().manual_seed(123)
@@ -216,7 +206,7 @@ def draw_attention_scores() -> Figure:
 
 def draw_score_matrix() -> Figure:
     """All pairwise scores X Xᵀ, and row-wise softmax weights, as two matrices."""
-    scores = _example_scores()
+    scores = example_scores()
     weights = torch.softmax(scores, dim=-1)
     fig = Figure(figsize=(11.6, 4.9), layout="constrained")
     ax_s, ax_arrow, ax_w = fig.subplots(1, 3, width_ratios=[1, 0.22, 1])
@@ -270,7 +260,7 @@ def draw_qkv_projections() -> Figure:
 # ----------------------------------------------------------------------------- ch03
 def draw_causal_mask() -> Figure:
     """Scores, the scores with the future masked to -inf, and the softmax weights."""
-    scores = _example_scores()
+    scores = example_scores()
     future = causal_mask(6)
     masked = scores.masked_fill(future, float("-inf"))
     weights = torch.softmax(masked, dim=-1)
@@ -298,7 +288,7 @@ DROPOUT_SEED = 123
 
 def draw_dropout() -> Figure:
     """Attention weights, a keep mask scaled by 1/(1-p), and their product with row sums."""
-    weights = _causal_weights()
+    weights = example_causal_weights()
     mask = portable_dropout_mask((6, 6), DROPOUT_P, DROPOUT_SEED)
     dropped = weights * mask
     fig = Figure(figsize=(14.4, 4.6), layout="constrained")
@@ -478,7 +468,7 @@ def draw_text_to_logits() -> Figure:
     ax.text(data_x + 3 * d * cell + 1.4, rows[2], "one vector per token:\nwhat it is + where it is",
             ha="left", va="center", fontsize=9, color="#444444")
     # attention
-    _mini_map(ax, _causal_weights(), data_x, rows[3] + 0.66, 1.32, EXTRA_COLOUR)
+    _mini_map(ax, example_causal_weights(), data_x, rows[3] + 0.66, 1.32, EXTRA_COLOUR)
     ax.text(data_x + 1.6, rows[3], "each token mixes in the tokens before it\n"
             "(in GPT: many such blocks, with feed-forward layers)", ha="left", va="center", fontsize=9,
             color="#444444")

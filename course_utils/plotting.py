@@ -29,15 +29,17 @@ MASKED_TEXT = "-inf"
 """What a masked (``-inf``) cell shows when values are written in the cells."""
 
 
-def _labels(labels: Sequence[str] | None, n: int, what: str) -> list[str]:
+def check_labels(labels: Sequence[str] | None, n: int, what: str = "labels", per: str = "token",
+                 default: Sequence[str] | None = None) -> list[str]:
+    """Return ``n`` string labels, ``default`` (or 0..n-1) when ``labels`` is None; else a clear error."""
     if labels is None:
-        return [str(i) for i in range(n)]
+        return [str(i) for i in range(n)] if default is None else list(default)
     if isinstance(labels, str):
-        raise CourseInputError(f"{what} must be a list of {n} strings (one per token), but got the "
+        raise CourseInputError(f"{what} must be a list of {n} strings (one per {per}), but got the "
                                f"single string {labels!r}. Tip: pass a list, e.g. text.split().")
     labels = [str(label) for label in labels]
     if len(labels) != n:
-        raise CourseInputError(f"{what} must have {n} entries (one per {what.split('_')[0]}), "
+        raise CourseInputError(f"{what} must have {n} entries (one per {per}), "
                                f"but got {len(labels)}: {labels}.")
     return labels
 
@@ -115,9 +117,9 @@ def heatmap(
     if n_rows == 0 or n_cols == 0:
         raise CourseInputError(f"weights must have at least one row and one column, "
                                f"but got shape {tuple(data.shape)}.")
-    rows = _labels(row_labels, n_rows, "row_labels")
-    cols = _labels(col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
-                   n_cols, "col_labels")
+    rows = check_labels(row_labels, n_rows, "row_labels", "row")
+    cols = check_labels(col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
+                       n_cols, "col_labels", "column")
     finite = data[torch.isfinite(data)]
     lo = float(vmin) if vmin is not None else (float(finite.min()) if finite.numel() else 0.0)
     hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.numel() else 1.0)
@@ -190,7 +192,7 @@ def weights_bar(
     n = data.shape[0]
     if n == 0:
         raise CourseInputError("weights_1d must hold at least one weight, but got an empty tensor.")
-    names = _labels(labels, n, "labels")
+    names = check_labels(labels, n)
     if ax is None:
         fig = _new_figure((max(3.6, 0.7 * n + 1.4), 3.0))
         ax = fig.add_subplot()

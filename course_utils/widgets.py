@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from . import plotting
-from .data import EXAMPLE_TOKENS, example_inputs
+from .data import EXAMPLE_TOKENS, example_causal_weights, example_inputs, example_scores
 from .models import MultiHeadAttention, causal_mask
 from .repro import portable_dropout_mask
 from .tokenizer import gpt2_tokenizer
@@ -128,16 +128,7 @@ def _slider_style() -> dict:
 
 # ----------------------------------------------------------------------------- argument checks
 def _check_labels(labels: Sequence[str] | None, n: int, what: str, default: Sequence[str]) -> list[str]:
-    if labels is None:
-        return list(default)
-    if isinstance(labels, str):
-        raise CourseInputError(f"labels must be a list of {n} strings (one per {what}), but got the "
-                               f"single string {labels!r}. Tip: pass a list, e.g. text.split().")
-    labels = [str(label) for label in labels]
-    if len(labels) != n:
-        raise CourseInputError(f"labels must have {n} entries (one per {what}), but got {len(labels)}: "
-                               f"{labels}.")
-    return labels
+    return plotting.check_labels(labels, n, "labels", what, default)
 
 
 def _check_inputs(inputs: torch.Tensor | None, labels: Sequence[str] | None):
@@ -166,16 +157,6 @@ def _check_square(scores: torch.Tensor, name: str) -> torch.Tensor:
 def _check_choice(value, name: str, choices: Sequence) -> None:
     if value not in choices:
         raise CourseInputError(f"{name} must be one of {list(choices)}, but got {value!r}.")
-
-
-def _example_scores() -> torch.Tensor:
-    x = example_inputs()
-    return x @ x.T  # (6, 6)
-
-
-def _example_causal_weights() -> torch.Tensor:
-    scores = _example_scores().masked_fill(causal_mask(6), float("-inf"))
-    return torch.softmax(scores, dim=-1)  # (6, 6)
 
 
 # ----------------------------------------------------------------------------- 1. one query
@@ -453,7 +434,7 @@ def mask_explorer(scores: torch.Tensor | None = None, labels: Sequence[str] | No
     Notebook: ``cu.widgets.mask_explorer()``
     """
     if scores is None:
-        scores, default = _example_scores(), EXAMPLE_TOKENS
+        scores, default = example_scores(), EXAMPLE_TOKENS
     else:
         scores = _check_square(scores, "scores")
         default = [str(i) for i in range(scores.shape[0])]
@@ -528,7 +509,7 @@ def dropout_explorer(weights: torch.Tensor | None = None, labels: Sequence[str] 
     Notebook: ``cu.widgets.dropout_explorer()``
     """
     if weights is None:
-        w, default = _example_causal_weights(), EXAMPLE_TOKENS
+        w, default = example_causal_weights(), EXAMPLE_TOKENS
     else:
         expect_tensor(weights, "weights", ndim=2, floating=True)
         w = weights.detach().to("cpu", torch.float32)

@@ -81,7 +81,7 @@ def test_scaling_data_plain_softmax_sharpens_scaled_does_not():
 
 
 def test_mask_data_masking_before_softmax_equals_renormalising_after():
-    scores = W._example_scores()
+    scores = cu.data.example_scores()
     before = W.mask_data(scores, "mask with -inf, then softmax")
     zeroed = W.mask_data(scores, "softmax, then zero the future")
     renormalised = W.mask_data(scores, "softmax, zero the future, renormalise")
@@ -94,7 +94,7 @@ def test_mask_data_masking_before_softmax_equals_renormalising_after():
 
 
 def test_dropout_data_uses_the_portable_mask_and_rescales():
-    weights = W._example_causal_weights()
+    weights = cu.data.example_causal_weights()
     view = W.dropout_data(weights, 0.5, 123)
     assert torch.equal(view.mask, cu.portable_dropout_mask((6, 6), 0.5, 123))
     assert set(view.mask.unique().tolist()) <= {0.0, 2.0}
