@@ -5,12 +5,11 @@ import pytest
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch07 as b
+from tests.check_helpers import assert_names_bug, assert_passes
 
 
 def test_right_answer_passes(capsys):
-    cu.checks.check_blockwise_attention(b.right)
-    out = capsys.readouterr().out
-    assert out.startswith("✓ check_blockwise_attention") and out.count("\n") == 1, out
+    assert_passes(cu.checks.check_blockwise_attention, b.right, capsys=capsys)
 
 
 @pytest.mark.parametrize(
@@ -30,9 +29,7 @@ def test_right_answer_passes(capsys):
     ],
 )
 def test_each_bug_is_named(buggy, diagnosis):
-    with pytest.raises(CheckFailure) as info:
-        cu.checks.check_blockwise_attention(buggy)
-    assert diagnosis in str(info.value)
+    assert_names_bug(cu.checks.check_blockwise_attention, buggy, diagnosis=diagnosis)
 
 
 def test_check_wants_a_function():
