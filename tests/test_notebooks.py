@@ -83,3 +83,13 @@ def test_exercise_carries_no_outputs_or_metadata(path):
     text = "\n".join(c.source for c in nb.cells)
     for marker in (nbtools.BEGIN_CODE, nbtools.END_CODE, nbtools.BEGIN_ANSWER, nbtools.END_ANSWER):
         assert marker not in text
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
+def test_every_chapter_has_an_explorer_and_a_code_made_figure(path):
+    cells = nbtools.read(path).cells
+    explorers = [c for c in cells if c.cell_type == "code" and "explorer" in c.metadata.get("tags", [])
+                 and re.search(r"cu\.widgets\.\w+_explorer\(", c.source)]
+    figures = [c for c in cells if c.cell_type == "markdown" and "](../figures/" in c.source]
+    assert explorers, f"{path.name} has no explorer cell (tag `explorer`, calling cu.widgets.*_explorer)"
+    assert figures, f"{path.name} shows no figure from figures/"
