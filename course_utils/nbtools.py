@@ -109,7 +109,7 @@ def visible_lines(nb) -> set[str]:
     return seen
 
 
-def _strip_cell(cell, folder: str) -> None:
+def _strip_cell(cell) -> None:
     tags = [t for t in cell.metadata.get("tags", []) if t in KEPT_TAGS]
     cell.metadata = nbformat.NotebookNode({"tags": tags} if tags else {})
     if cell.cell_type == "code":
@@ -134,7 +134,7 @@ def make_exercise(solution, filename: str):
             for kind, _, lines in _split_regions(_source_lines(cell), BEGIN_ANSWER, END_ANSWER, where):
                 out.extend(lines if kind == "keep" else [ANSWER_STUB])
         cell.source = "\n".join(out)
-        _strip_cell(cell, "notebooks")
+        _strip_cell(cell)
         cells.append(cell)
     nb.cells = cells
     nb.metadata = nbformat.NotebookNode(
