@@ -1,18 +1,23 @@
-"""Plots for attention: one heatmap helper for every attention map in the course.
+"""Drawing for the course: one palette, the attention-map helpers, and the explorer helper.
 
 * :func:`heatmap` draws one 2-d map (rows are queries, columns are keys);
 * :func:`weights_bar` draws one query's weights as bars;
-* :func:`heads_grid` draws every head of a multi-head layer side by side, on one colour scale.
+* :func:`heads_grid` draws every head of a multi-head layer side by side, on one colour scale;
+* :func:`explorer` turns a ``compute`` function and a ``draw`` function into live controls
+  (see its docstring; ``cu.widgets`` builds every explorer of the course on it).
 
-Every function returns the matplotlib ``Figure`` and closes it from pyplot's list, so a
-cell that ends with the call shows the picture once (through the figure's rich display)
-and never prints an object repr that would disturb nbval.
+The drawing functions return the matplotlib ``Figure`` and close it from pyplot's list, so
+a cell that ends with the call shows the picture once and prints no object repr.
 """
 
 from __future__ import annotations
 
+import html
+import io
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -21,6 +26,17 @@ from matplotlib.colors import Normalize, to_rgba
 from matplotlib.figure import Figure
 
 from .validation import CourseInputError, expect_int, expect_tensor
+
+# ----------------------------------------------------------------------------- the palette
+# Okabe-Ito colours, distinguishable with every common colour-vision deficiency.
+QUERY_COLOUR = "#D55E00"  # vermillion: the query, in every explorer and figure
+KEY_COLOUR = "#0072B2"  # blue: keys (and "the other curve")
+VALUE_COLOUR = "#009E73"  # bluish green: values
+EXTRA_COLOUR = "#CC79A7"  # reddish purple: a fourth colour
+INPUT_COLOUR = "#666666"  # grey: inputs
+MUTED_COLOUR = "#BBBBBB"  # light grey: the tokens that are not the query
+INK = "#222222"  # text and lines
+HEAD_COLOURS = (QUERY_COLOUR, KEY_COLOUR, VALUE_COLOUR, EXTRA_COLOUR)
 
 CMAP = "cividis"
 """Colour-blind-safe, perceptually uniform sequential colormap used for every map."""
@@ -44,7 +60,7 @@ def check_labels(labels: Sequence[str] | None, n: int, what: str = "labels", per
     return labels
 
 
-def _readable_text_colour(background) -> str:
+def readable_text_colour(background) -> str:
     """Black or white, whichever reads better on ``background`` (WCAG relative luminance)."""
     def linear(c: float) -> float:
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
@@ -55,37 +71,114 @@ def _readable_text_colour(background) -> str:
     return "black" if luminance > 0.179 else "white"
 
 
-def _format_value(value: float) -> str:
+def format_value(value: float) -> str:
     if math.isnan(value):
         return ""
     if value == float("-inf"):
         return MASKED_TEXT
-    if value == float("inf"):
-        return "inf"
-    return f"{value:.2f}"
+    return "inf" if value == float("inf") else f"{value:.2f}"
 
 
-def _new_figure(figsize: tuple[float, float]):
+def new_figure(figsize: tuple[float, float]) -> Figure:
+    """A constrained-layout figure that pyplot forgets at once (shown only through the return value)."""
     fig = plt.figure(figsize=figsize, layout="constrained")
-    plt.close(fig)  # shown once through the returned figure, never again by pyplot
+    plt.close(fig)
     return fig
 
 
-def heatmap(
-    weights: torch.Tensor,
-    row_labels: Sequence[str] | None = None,
-    col_labels: Sequence[str] | None = None,
-    *,
-    title: str | None = None,
-    ax=None,
-    vmin: float | None = None,
-    vmax: float | None = None,
-    annotate: bool | None = None,
-    cmap: str = CMAP,
-    xlabel: str = "key (attended to)",
-    ylabel: str = "query (attending)",
-    colorbar: bool = True,
-) -> Figure:
+def tick_labels(ax, labels: Sequence[str], axis: str = "x") -> None:
+    """Token labels on an axis; long ones (more than 3 characters) slanted on the x axis."""
+    n = len(labels)
+    if axis == "y":
+        ax.set_yticks(range(n), labels)
+        return
+    slanted = max(map(len, labels), default=0) > 3
+    ax.set_xticks(range(n), labels, rotation=45 if slanted else 0,
+                  ha="right" if slanted else "center", rotation_mode="anchor")
+
+
+# ----------------------------------------------------------------------------- updatable artists
+class Heat:
+    """An attention map on ``ax`` whose numbers can be replaced: ``Heat(...).update(data)``.
+
+    ``animated=True`` marks the image and the cell texts as the parts that change, so the
+    explorer helper redraws only them (see :func:`render_png`).
+    """
+
+    def __init__(self, ax, data: torch.Tensor, *, vmin: float, vmax: float, annotate: bool,
+                 cmap: str = CMAP, animated: bool = False) -> None:
+        self.ax, self.colours, self.norm = ax, colormaps[cmap], Normalize(vmin=vmin, vmax=vmax)
+        self.image = ax.imshow(self._shown(data), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
+                               interpolation="nearest", animated=animated)
+        self.texts = []
+        if annotate:
+            size = 8 if max(data.shape) <= 6 else 7
+            self.texts = [[ax.text(j, i, "", ha="center", va="center", fontsize=size, animated=animated)
+                           for j in range(data.shape[1])] for i in range(data.shape[0])]
+        self.update(data)
+
+    @staticmethod
+    def _shown(data: torch.Tensor):
+        return data.masked_fill(~torch.isfinite(data), float("nan")).numpy()
+
+    def update(self, data: torch.Tensor) -> None:
+        self.image.set_data(self._shown(data))
+        background = self.ax.get_facecolor()
+        for row, values in zip(self.texts, data.tolist()):
+            for text, value in zip(row, values):
+                text.set_text(format_value(value))
+                cell = self.colours(self.norm(value)) if math.isfinite(value) else background
+                text.set_color(readable_text_colour(cell))
+
+
+class Bars:
+    """Bars with their values written above them, replaceable: ``Bars(...).update(values)``.
+
+    Non-finite values (masked keys) draw as empty bars labelled ``-inf``. ``colour`` is
+    one colour, a list of colours, or ``None`` for the colormap of the heights (0 to ``top``).
+    """
+
+    def __init__(self, ax, values: torch.Tensor, *, x=None, width: float = 0.8, colour=None,
+                 top: float = 1.0, fontsize: float = 8, animated: bool = False) -> None:
+        n = values.shape[0]
+        self.ax, self.colour, self.norm = ax, colour, Normalize(vmin=0.0, vmax=top)
+        self.bars = ax.bar(range(n) if x is None else x, [0.0] * n, width, edgecolor="#333333",
+                           linewidth=0.6, animated=animated)
+        self.texts = [ax.text(0, 0, "", ha="center", fontsize=fontsize, animated=animated) for _ in range(n)]
+        self.pad = 0.03 * top
+        self.update(values)
+
+    def update(self, values: torch.Tensor) -> None:
+        finite = torch.isfinite(values)
+        heights = torch.where(finite, values, torch.zeros_like(values)).tolist()
+        if self.colour is None:
+            colours = [colormaps[CMAP](self.norm(h)) for h in heights]
+        else:
+            colours = [self.colour] * len(heights) if isinstance(self.colour, str) else list(self.colour)
+        for bar, text, h, ok, c in zip(self.bars, self.texts, heights, finite.tolist(), colours):
+            bar.set_height(h)
+            bar.set_facecolor(c)
+            text.set_text(f"{h:.2f}" if ok else MASKED_TEXT)
+            text.set_position((bar.get_x() + bar.get_width() / 2, h + self.pad if h >= 0 else h - self.pad))
+            text.set_verticalalignment("bottom" if h >= 0 else "top")
+
+
+def plain_axes(ax, xlabel: str = "", ylabel: str = "", title: str = "") -> None:
+    """Axis titles, a zero line and no top/right frame: the look of every bar chart."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.axhline(0, color="#333333", linewidth=0.8)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
+# ----------------------------------------------------------------------------- public plots
+def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
+            col_labels: Sequence[str] | None = None, *, title: str | None = None, ax=None,
+            vmin: float | None = None, vmax: float | None = None, annotate: bool | None = None,
+            cmap: str = CMAP, xlabel: str = "key (attended to)", ylabel: str = "query (attending)",
+            colorbar: bool = True) -> Figure:
     """Draw a 2-d attention map: rows are queries, columns are keys.
 
     Args:
@@ -119,57 +212,31 @@ def heatmap(
                                f"but got shape {tuple(data.shape)}.")
     rows = check_labels(row_labels, n_rows, "row_labels", "row")
     cols = check_labels(col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
-                       n_cols, "col_labels", "column")
+                        n_cols, "col_labels", "column")
     finite = data[torch.isfinite(data)]
     lo = float(vmin) if vmin is not None else (float(finite.min()) if finite.numel() else 0.0)
     hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.numel() else 1.0)
     if lo > hi:
         raise CourseInputError(f"vmin must not exceed vmax, but got vmin={lo} and vmax={hi}.")
     if ax is None:
-        size = (max(3.2, 0.6 * n_cols + 1.8), max(2.8, 0.5 * n_rows + 1.4))
-        fig = _new_figure(size)
+        fig = new_figure((max(3.2, 0.6 * n_cols + 1.8), max(2.8, 0.5 * n_rows + 1.4)))
         ax = fig.add_subplot()
-    else:
-        fig = ax.figure
-    colours = colormaps[cmap]
-    shown = data.masked_fill(~torch.isfinite(data), float("nan")).numpy()
-    image = ax.imshow(shown, cmap=colours, vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
-    long_labels = max(map(len, cols)) > 3
-    ax.set_xticks(range(n_cols), cols, rotation=45 if long_labels else 0,
-                  ha="right" if long_labels else "center", rotation_mode="anchor")
-    ax.set_yticks(range(n_rows), rows)
+    fig = ax.figure
+    annotate = n_rows <= 8 and n_cols <= 8 if annotate is None else annotate
+    heat = Heat(ax, data, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap)
+    tick_labels(ax, cols)
+    tick_labels(ax, rows, "y")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    if annotate is None:
-        annotate = n_rows <= 8 and n_cols <= 8
-    if annotate:
-        norm = Normalize(vmin=lo, vmax=hi)
-        background = ax.get_facecolor()
-        fontsize = 8 if max(n_rows, n_cols) <= 6 else 7
-        for i in range(n_rows):
-            for j in range(n_cols):
-                value = float(data[i, j])
-                text = _format_value(value)
-                if not text:
-                    continue
-                cell = colours(norm(value)) if math.isfinite(value) else background
-                ax.text(j, i, text, ha="center", va="center", fontsize=fontsize,
-                        color=_readable_text_colour(cell))
     if colorbar:
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        fig.colorbar(heat.image, ax=ax, shrink=0.8)
     return fig
 
 
-def weights_bar(
-    weights_1d: torch.Tensor,
-    labels: Sequence[str] | None = None,
-    *,
-    query_label: str | None = None,
-    title: str | None = None,
-    ax=None,
-) -> Figure:
+def weights_bar(weights_1d: torch.Tensor, labels: Sequence[str] | None = None, *,
+                query_label: str | None = None, title: str | None = None, ax=None) -> Figure:
     """Draw one query's attention weights as bars, one per key, with their values and sum.
 
     Args:
@@ -179,9 +246,6 @@ def weights_bar(
         query_label: the query's token, used in the default title.
         title: the axes title (overrides the default).
         ax: draw into this axes; a new figure is made when omitted.
-
-    Returns:
-        The figure holding the bars.
 
     Example::
 
@@ -194,50 +258,24 @@ def weights_bar(
         raise CourseInputError("weights_1d must hold at least one weight, but got an empty tensor.")
     names = check_labels(labels, n)
     if ax is None:
-        fig = _new_figure((max(3.6, 0.7 * n + 1.4), 3.0))
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure
-    finite = torch.isfinite(data)
-    heights = torch.where(finite, data, torch.zeros_like(data))
-    top = max(1.0, float(heights.max())) if finite.any() else 1.0
-    bottom = min(0.0, float(heights.min())) if finite.any() else 0.0
-    colours = colormaps[CMAP]
-    norm = Normalize(vmin=0.0, vmax=top)
-    bars = ax.bar(range(n), heights.numpy(), color=[colours(norm(float(h))) for h in heights],
-                  edgecolor="#333333", linewidth=0.6)
-    pad = 0.03 * (top - bottom)
-    for bar, value, ok in zip(bars, data.tolist(), finite.tolist()):
-        text = _format_value(value) if ok else MASKED_TEXT
-        y = bar.get_height()
-        ax.text(bar.get_x() + bar.get_width() / 2, y + pad if y >= 0 else y - pad, text,
-                ha="center", va="bottom" if y >= 0 else "top", fontsize=8)
-    ax.set_ylim(bottom - (2 * pad if bottom < 0 else 0), top * 1.15)
-    long_labels = max(map(len, names)) > 3
-    ax.set_xticks(range(n), names, rotation=45 if long_labels else 0,
-                  ha="right" if long_labels else "center", rotation_mode="anchor")
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("weight")
-    ax.axhline(0, color="#333333", linewidth=0.8)
-    ax.spines[["top", "right"]].set_visible(False)
-    total = float(heights.sum())
-    ax.text(0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9)
+        ax = new_figure((max(3.6, 0.7 * n + 1.4), 3.0)).add_subplot()
+    finite = data[torch.isfinite(data)]
+    top = max(1.0, float(finite.max())) if finite.numel() else 1.0
+    bottom = min(0.0, float(finite.min())) if finite.numel() else 0.0
+    Bars(ax, data, top=top)
+    ax.set_ylim(bottom * 1.1, top * 1.15)
+    tick_labels(ax, names)
     if title is None:
         title = f"weights of query {query_label!r}" if query_label is not None else "attention weights"
-    if title:
-        ax.set_title(title)
-    return fig
+    plain_axes(ax, "key (attended to)", "weight", title)
+    total = float(finite.sum()) if finite.numel() else 0.0
+    ax.text(0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9)
+    return ax.figure
 
 
-def heads_grid(
-    weights: torch.Tensor,
-    labels: Sequence[str] | None = None,
-    *,
-    titles: Sequence[str] | None = None,
-    shared_scale: bool = True,
-    ncols: int | None = None,
-    annotate: bool | None = None,
-) -> Figure:
+def heads_grid(weights: torch.Tensor, labels: Sequence[str] | None = None, *,
+               titles: Sequence[str] | None = None, shared_scale: bool = True, ncols: int | None = None,
+               annotate: bool | None = None) -> Figure:
     """Draw every head's attention map in a grid, one :func:`heatmap` per head.
 
     Args:
@@ -249,9 +287,6 @@ def heads_grid(
             compare across heads; otherwise every map gets its own scale and bar.
         ncols: maps per row (default: up to 4).
         annotate: write values in the cells; by default when n is at most 6.
-
-    Returns:
-        The figure holding the grid.
 
     Example::
 
@@ -267,32 +302,186 @@ def heads_grid(
     elif isinstance(titles, str) or len(titles) != num_heads:
         given = repr(titles) if isinstance(titles, str) else f"{len(titles)} titles"
         raise CourseInputError(f"titles must have {num_heads} entries (one per head), but got {given}.")
-    if ncols is None:
-        ncols = min(num_heads, 4)
-    expect_int(ncols, "ncols", minimum=1)
-    ncols = min(ncols, num_heads)
+    ncols = min(expect_int(ncols, "ncols", minimum=1) if ncols is not None else 4, num_heads)
     nrows = math.ceil(num_heads / ncols)
-    if annotate is None:
-        annotate = n_rows <= 6 and n_cols <= 6
+    annotate = n_rows <= 6 and n_cols <= 6 if annotate is None else annotate
     finite = data[torch.isfinite(data)]
     lo = float(finite.min()) if finite.numel() else 0.0
     hi = float(finite.max()) if finite.numel() else 1.0
     cell = max(2.4, 0.42 * n_cols + 1.3)
-    fig = _new_figure((cell * ncols + (0.9 if shared_scale else 0.6 * ncols), cell * nrows * 0.95))
+    fig = new_figure((cell * ncols + (0.9 if shared_scale else 0.6 * ncols), cell * nrows * 0.95))
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    used = []
     for h in range(num_heads):
-        ax = axes[h // ncols][h % ncols]
-        heatmap(
-            data[h], labels, title=str(titles[h]), ax=ax, annotate=annotate,
-            vmin=lo if shared_scale else None, vmax=hi if shared_scale else None,
-            xlabel="key" if h // ncols == nrows - 1 else "",
-            ylabel="query" if h % ncols == 0 else "",
-            colorbar=not shared_scale,
-        )
-        used.append(ax)
+        heatmap(data[h], labels, title=str(titles[h]), ax=axes[h // ncols][h % ncols], annotate=annotate,
+                vmin=lo if shared_scale else None, vmax=hi if shared_scale else None,
+                xlabel="key" if h // ncols == nrows - 1 else "", ylabel="query" if h % ncols == 0 else "",
+                colorbar=not shared_scale)
     for ax in axes.flat[num_heads:]:
         ax.set_visible(False)
     if shared_scale:
-        fig.colorbar(used[0].images[0], ax=used, shrink=0.8)
+        fig.colorbar(axes[0][0].images[0], ax=list(axes.flat[:num_heads]), shrink=0.8)
     return fig
+
+
+# ----------------------------------------------------------------------------- explorers
+STATIC_ENV_VAR = "COURSE_STATIC_WIDGETS"
+"""Set to ``1`` to make every explorer draw a static figure instead of live controls."""
+
+STATIC_NOTE = "(static view: run in JupyterLab or Colab to move the controls)"
+"""The one line an explorer prints under its static figure."""
+
+LIVE_DPI = 100
+"""Resolution of the live pictures: sharp at the size JupyterLab and Colab show them."""
+
+
+def static_mode() -> bool:
+    """True when explorers should draw a static figure: no ipywidgets, or the env var is set."""
+    if os.environ.get(STATIC_ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def _display(obj) -> None:
+    """Show ``obj`` in the notebook (tests and the benchmark replace this to capture it)."""
+    from IPython.display import display
+
+    display(obj)
+
+
+def handles(fig: Figure) -> dict:
+    """The dict a ``draw`` function keeps its artists in between calls (empty on a new figure)."""
+    return fig.__dict__.setdefault("_course_handles", {})
+
+
+def render_png(fig: Figure) -> bytes:
+    """The figure as PNG bytes, redrawing only its animated artists when nothing else changed.
+
+    Artists marked ``animated`` do not make the figure stale when they change, so a figure
+    that is not stale keeps its background (axes, ticks, labels): only the animated artists
+    are drawn again on top of it. Anything else that changed triggers a full draw.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    background = fig.__dict__.get("_course_background")
+    if fig.stale or background is None or background[0] != canvas.get_width_height():
+        canvas.draw()
+        fig._course_background = (canvas.get_width_height(), canvas.copy_from_bbox(fig.bbox))
+    else:
+        canvas.restore_region(background[1])
+    animated = [a for ax in fig.axes if ax.get_visible() for a in ax.get_children() if a.get_animated()]
+    for artist in sorted(animated, key=lambda a: a.get_zorder()):
+        fig.draw_artist(artist)
+    picture = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+    out = io.BytesIO()
+    picture.convert("RGB").save(out, format="png", compress_level=1)
+    return out.getvalue()
+
+
+class Explorer:
+    """Live controls and one picture that ``compute`` + ``draw`` update when a control moves.
+
+    Attributes:
+        controls: the control widgets by the name of ``compute``'s argument.
+        figure: the one figure, reused for every redraw.
+        view: what ``compute`` returned for the current values.
+        image: the ``ipywidgets.Image`` showing the figure as PNG.
+        message: an ``ipywidgets.HTML`` that explains rejected values (empty otherwise).
+        widget: ``VBox(controls + [message, image])``: what the notebook shows.
+        error: the explanation of the last rejected values, or ``None``.
+    """
+
+    def __init__(self, compute: Callable[..., Any], draw: Callable[[Figure, Any], None], controls: dict,
+                 figsize: tuple[float, float], view: Any = None) -> None:
+        import ipywidgets as widgets
+
+        self.compute, self.draw, self.controls = compute, draw, controls
+        self.figure = new_figure(figsize)
+        self.figure.set_dpi(LIVE_DPI)
+        self.view, self.error, self.png = None, None, b""
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        self.message = widgets.HTML()
+        self.widget = widgets.VBox([*controls.values(), self.message, self.image])
+        for control in controls.values():
+            control.observe(self.update, names="value")
+        self.update(view=view)
+
+    def update(self, change=None, view: Any = None) -> None:
+        """Compute for the controls' values, update the figure, send the new PNG."""
+        if view is None:
+            try:
+                view = self.compute(**{name: c.value for name, c in self.controls.items()})
+            except CourseInputError as error:  # e.g. the text box was emptied
+                self.error = str(error)
+                self.message.value = f"<b>{html.escape(self.error)}</b>"
+                return
+        self.error, self.message.value, self.view = None, "", view
+        self.draw(self.figure, view)
+        self.png = render_png(self.figure)
+        self.image.value = self.png
+
+    def _ipython_display_(self) -> None:
+        _display(self.widget)
+
+
+def explorer(compute: Callable[..., Any], draw: Callable[[Figure, Any], None], values: dict,
+             controls: Callable[[Any], dict], *, figsize: tuple[float, float]) -> None:
+    """Show live controls that redraw a figure, or one static figure under nbval.
+
+    Args:
+        compute: ``compute(**values) -> view``: plain data for the control values (no figure;
+            unit-test it). Raise ``CourseInputError`` for values it cannot use.
+        draw: ``draw(fig, view)``: on an empty figure make the axes and artists (keep them in
+            ``handles(fig)``); on later calls only update them (``set_data``, ``set_height``,
+            ``set_text``). Artists created with ``animated=True`` are redrawn alone, fast.
+        values: the starting value of every control, by ``compute``'s argument names.
+        controls: ``controls(ipywidgets) -> {name: widget}`` with those starting values.
+        figsize: the figure size in inches.
+
+    Without ipywidgets or with ``COURSE_STATIC_WIDGETS=1`` (nbval, ``make solutions``), it
+    shows one static figure for ``values`` and prints :data:`STATIC_NOTE`. Bad starting
+    values raise before anything is shown. Returns ``None``.
+
+    Example (a complete explorer)::
+
+        def compute(temperature):
+            return torch.softmax(torch.tensor([2.0, 1.0, 0.5]) / temperature, dim=0)  # (3,)
+
+        def draw(fig, weights):
+            h = handles(fig)
+            if not h:  # first call: build
+                ax = fig.add_subplot()
+                h["bars"] = Bars(ax, weights, animated=True)
+                ax.set_ylim(0, 1.15)
+            h["bars"].update(weights)
+
+        def controls(widgets):
+            return {"temperature": widgets.FloatSlider(value=1.0, min=0.1, max=5.0)}
+
+        explorer(compute, draw, {"temperature": 1.0}, controls, figsize=(4, 3))
+    """
+    view = compute(**values)  # bad starting values fail here, before anything is shown
+    if static_mode():
+        fig = new_figure(figsize)
+        draw(fig, view)
+        _display(fig)
+        print(STATIC_NOTE)
+        return None
+    import ipywidgets as widgets
+
+    _display(Explorer(compute, draw, controls(widgets), figsize, view))
+    return None
+
+
+def slider_style() -> dict:
+    """Keyword arguments shared by every explorer slider (wide, label in full, update on release)."""
+    return {"style": {"description_width": "initial"}, "layout": {"width": "460px"},
+            "continuous_update": False}
+
+
+_new_figure = new_figure  # old name, kept until widgets.py and the figure builder move over
