@@ -45,13 +45,13 @@ test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use thi
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
 exercises: $(STAMP) ## regenerate notebooks/ from solutions/
-	$(PY) -m course_utils.nbtools exercises
+	$(PY) -m tools.nbtools exercises
 
 headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution
-	$(PY) -m course_utils.nbtools headers
+	$(PY) -m tools.nbtools headers
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
-	$(PY) -m course_utils.nbtools execute
+	$(PY) -m tools.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m course_utils.figures
@@ -60,7 +60,7 @@ bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL
 	$(PY) -m course_utils.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
 
 lint: $(STAMP) ## ruff over the package, tests and notebooks
-	$(VENV)/bin/ruff check course_utils tests conftest.py solutions
+	$(VENV)/bin/ruff check course_utils tools tests conftest.py solutions
 
 clean: ## remove caches and results (keeps .venv; `rm -rf .venv` for a full reset)
 	rm -rf results .pytest_cache .ruff_cache

@@ -1,7 +1,7 @@
 """Course-wide settings: where the repository lives, and the chapter list.
 
 The Colab badge and the setup cell of every notebook are generated from these values
-(``python -m course_utils.nbtools headers``), and a test keeps them in step.
+(``python -m tools.nbtools headers``), and a test keeps them in step.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils import config, nbtools
+from course_utils import config
+from tools import nbtools
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("solutions", "notebooks")

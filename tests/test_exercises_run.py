@@ -9,7 +9,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from course_utils import nbtools
+from tools import nbtools
 
 EXERCISES = nbtools.chapter_files(nbtools.EXERCISES)
 STUB = nbtools.CODE_STUB[1]

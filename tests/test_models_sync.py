@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import course_utils as cu
-from course_utils import nbtools
+from tools import nbtools
 
 CLASSES = [
     ("04_dropout.ipynb", "CausalAttention"),

@@ -3,7 +3,8 @@
 import nbformat
 import pytest
 
-from course_utils import config, nbtools
+from course_utils import config
+from tools import nbtools
 
 
 def _solution():

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_utils.nbval_plugin import numbers_close, texts_match
+from tools.nbval_plugin import numbers_close, texts_match
 
 ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -83,7 +83,7 @@ def _run_nbval(*paths):
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(ini.parent),
          "-p", "no:cacheprovider", "-p", "no:xdist", "-p",
-         "course_utils.nbval_plugin", "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
+         "tools.nbval_plugin", "--nbval", "--nbval-current-env", "--nbval-sanitize-with",
          str(SANITIZE), "-v", *[p.name for p in paths]],
         cwd=paths[0].parent, capture_output=True, text=True, timeout=180,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

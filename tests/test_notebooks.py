@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from course_utils import nbtools
+from tools import nbtools
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 EXERCISES = nbtools.chapter_files(nbtools.EXERCISES)

@@ -2,11 +2,11 @@
 
 Usage (the Makefile wraps each)::
 
-    python -m course_utils.nbtools exercises        # notebooks/ <- solutions/
-    python -m course_utils.nbtools check            # fail if notebooks/ or headers are stale
-    python -m course_utils.nbtools execute [NB ...] # re-run solutions in place
-    python -m course_utils.nbtools headers          # rewrite badge + setup cell of solutions/
-    python -m course_utils.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
+    python -m tools.nbtools exercises        # notebooks/ <- solutions/
+    python -m tools.nbtools check            # fail if notebooks/ or headers are stale
+    python -m tools.nbtools execute [NB ...] # re-run solutions in place
+    python -m tools.nbtools headers          # rewrite badge + setup cell of solutions/
+    python -m tools.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
 
 Answer markers follow nbgrader, so the solutions also work with nbgrader itself:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import config
+from course_utils import config
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -317,7 +317,7 @@ def from_percent(text: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.nbtools", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.nbtools", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     exs = sub.add_parser("exercises", help="regenerate notebooks/ from solutions/ (all, or the named ones)")
