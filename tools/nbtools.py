@@ -2,8 +2,8 @@
 
 Usage (the Makefile wraps each)::
 
-    python -m tools.nbtools exercises        # notebooks/ <- solutions/
-    python -m tools.nbtools check            # fail if notebooks/ or headers are stale
+    python -m tools.nbtools exercises        # notebooks/ and course_utils/chapters/ <- solutions/
+    python -m tools.nbtools check            # fail if notebooks/, chapters/ or headers are stale
     python -m tools.nbtools execute [NB ...] # re-run solutions in place
     python -m tools.nbtools headers          # rewrite badge + setup cell of solutions/
     python -m tools.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
@@ -30,10 +30,12 @@ from pathlib import Path
 import nbformat
 
 from course_utils import config
+from tools import export
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "notebooks"
+CHAPTERS = ROOT / "course_utils" / export.PACKAGE
 
 BEGIN_CODE = "### BEGIN SOLUTION"
 END_CODE = "### END SOLUTION"
@@ -244,6 +246,8 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
     for path in chapter_files(exercises):
         if path.name not in known:
             problems.append(f"notebooks/{path.name} (no matching solution notebook)")
+    if solutions == SOLUTIONS:
+        problems += export.stale_chapters(solutions, CHAPTERS, ROOT)
     return problems
 
 
@@ -334,12 +338,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "exercises":
         for path in generate_exercises(only=args.notebooks):
             print(f"wrote {path.relative_to(ROOT)}")
+        for path in export.write_chapters(SOLUTIONS, CHAPTERS, ROOT):
+            print(f"wrote {path.relative_to(ROOT)}")
     elif args.command == "check":
         problems = stale_files()
         if problems:
             print("Out of date:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 1
-        print(f"notebooks/ and solution headers are in sync ({len(chapter_files())} chapters)")
+        print(f"notebooks/, course_utils/chapters/ and solution headers are in sync "
+              f"({len(chapter_files())} chapters)")
     elif args.command == "headers":
         for path in chapter_files():
             nb = read(path)
