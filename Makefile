@@ -12,7 +12,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser exercises solutions headers \
-        figures bench lint clean
+        figures bench test-compat lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -58,6 +58,24 @@ figures: $(STAMP) ## re-make every figure in figures/ from code
 
 bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
 	$(PY) -m course_utils.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+
+test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 [PYTHON=python3.12]
+	@set -e; \
+	test -n "$(TORCH)" || { echo "usage: make test-compat TORCH=2.3.1 [PYTHON=python3.12]"; exit 2; }; \
+	py=$$($(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null) || \
+	  py=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$(patsubst python%,%,$(PYTHON)).*/bin/python 2>/dev/null | tail -n 1); \
+	test -x "$$py" || { echo "No Python found for PYTHON=$(PYTHON)"; exit 2; }; \
+	venv=.venv-compat-$(TORCH)-py$$("$$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	if [ ! -f $$venv/.installed ]; then \
+	  echo "Creating $$venv (torch $(TORCH): a CUDA wheel is a few GB)"; \
+	  "$$py" -m venv $$venv; \
+	  echo "torch==$(TORCH)" > $$venv/constraints.txt; \
+	  case "$(TORCH)" in 2.[0-3].*) echo "numpy<2" >> $$venv/constraints.txt;; esac; \
+	  $$venv/bin/python -m pip install --quiet -r requirements.txt -c $$venv/constraints.txt; \
+	  touch $$venv/.installed; \
+	fi; \
+	$$venv/bin/python -c 'import sys, torch, numpy; print("compat: Python", sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'; \
+	PYTHONPATH="$(CURDIR)" $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
 
 lint: $(STAMP) ## ruff over the package, tests and notebooks
 	$(VENV)/bin/ruff check course_utils tools tests conftest.py solutions
