@@ -1,0 +1,305 @@
+"""Self-checks for chapter 09: padding masks, sliding windows, the cache mask, RoPE, GQA's repeat_kv.
+
+Each reference below is one small function whose keyword switches default to the right
+computation; every other switch value reproduces a catalogued mistake (``mistakes.py``,
+section "chapter 09"), so a wrong answer is named by finding the switch that reproduces it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._engine import (call, call_pure, ensure_callable, expect_tensor_output, fail, fail_with, isolated,
+                      passed, randn, same)
+from .mistakes import mistake
+
+# ----------------------------------------------------------------- today's LLMs (09)
+mistake("window_not_bool",
+        "The mask must be a bool tensor (True = may attend), as SDPA's attn_mask reads it; a float mask "
+        "of 0s and 1s would be *added* to the scores instead of hiding anything.",
+        "return the comparison itself, e.g. (distance >= 0) & (distance < window), without .float() or .int().")
+mistake("window_inverted",
+        "Your mask is inverted: True where the query must *not* look. That is nn.MultiheadAttention's "
+        "convention; SDPA and this exercise read True as 'may attend'.",
+        "return the allowed positions, 0 <= i - j < window, not the hidden ones (or apply ~ once more).")
+mistake("window_cut_short",
+        "Each query sees one key too few: window - 1 keys instead of window (itself plus window - 1 "
+        "before it). The same off-by-one cut a sliding-window KV cache one token short in "
+        "LLMs-from-scratch (#1008).",
+        "a key j is allowed when 0 <= i - j < window: window values of i - j, from 0 to window - 1.")
+mistake("window_one_too_many",
+        "Each query sees one key too many: window + 1 keys (i - j <= window) instead of window. A Mistral "
+        "port shipped exactly this off-by-one; the model then attends further back than it was trained to.",
+        "use a strict comparison: i - j < window.")
+mistake("window_not_causal",
+        "Your band is symmetric: it also lets a query see the window - 1 keys *after* it (|i - j| < window), "
+        "so future tokens leak in.",
+        "keep the causal half only: (i - j >= 0) & (i - j < window).")
+mistake("window_top_left",
+        "With fewer queries than keys you numbered the queries 0 .. n_queries - 1 (aligned to the top "
+        "left, like SDPA's is_causal=True). The queries are the *newest* tokens, positions "
+        "n_keys - n_queries .. n_keys - 1.",
+        "query positions: torch.arange(n_keys - n_queries, n_keys); key positions: torch.arange(n_keys).")
+mistake("mask_device_ignored",
+        "The mask was not created on the requested device: asked for device='meta', it came back on "
+        "another device. On a GPU this means a CPU mask meeting CUDA scores.",
+        "pass device=device to every torch.arange / torch.ones that builds the mask.")
+mistake("is_causal_top_left",
+        "You used a causal mask aligned to the top left (SDPA's is_causal=True, or ones(n_q, n_k).tril()). "
+        "With fewer queries than keys the new tokens then see only the first keys instead of all earlier "
+        "ones (pytorch/pytorch#103082).",
+        "build the bottom-right mask: sliding_window_mask(n_q, n_k, n_k, device=q.device), and pass it as attn_mask.")
+mistake("cache_mask_missing",
+        "You attended without a mask. That is right for a single new token (it may see every cached key), "
+        "but with several new tokens each one sees the new tokens after it.",
+        "mask the future even in cached steps: attn_mask=sliding_window_mask(n_q, n_k, n_k, device=q.device).")
+mistake("padding_mask_inverted",
+        "Your mask is inverted at the real tokens: they attend only to padding and future keys. This is "
+        "what happens when nn.MultiheadAttention's masks (True = hidden) are given to SDPA (True = may attend).",
+        "SDPA's bool attn_mask is True where a query may attend: causal & real key.")
+mistake("padding_ignored",
+        "The real tokens also attend to the padded keys (your mask hides the future but not the padding, "
+        "or hides padded *queries* instead of padded keys). With left padding the padding sits before "
+        "the text, so it leaks into every real token.",
+        "combine the causal mask with the keys' mask: causal & real[:, None, None, :] (the last axis is the keys).")
+mistake("padding_not_causal",
+        "Your mask hides padded keys but not the future: each real token sees the real tokens after it.",
+        "combine both: causal (n, n).tril() & real[:, None, None, :].")
+mistake("padding_nan_rows",
+        "The real tokens are right, but the output contains NaN (or inf) at padded query positions. A padded "
+        "query that may see no key gets a row of -inf scores, and softmax of that row is 0/0 = NaN "
+        "(pytorch/pytorch#103749, #110213); the NaN then spreads through later layers and the loss.",
+        "let every query see at least itself (allowed | torch.eye(n, dtype=torch.bool)) or overwrite the "
+        "padded rows afterwards: torch.where(real[:, None, :, None], context, 0.0).")
+mistake("rope_layout_mixed",
+        "You rotated interleaved pairs (0, 1), (2, 3), ... The exercise uses the split-halves layout, pairs "
+        "(i, i + hd/2), as Hugging Face's Llama does. Both are RoPE, but weights trained with one layout give "
+        "wrong scores with the other.",
+        "first, second = x.chunk(2, dim=-1); rotate (first, second) with cos and sin of shape (n, hd/2).")
+mistake("rope_rotation_reversed",
+        "Your pairs turn the wrong way: (a cos + b sin, -a sin + b cos) rotates by minus the angle. Scores "
+        "still depend only on distances, but on the opposite ones of a model trained the usual way.",
+        "a pair (a, b) becomes (a cos - b sin, a sin + b cos).")
+mistake("rope_frequency_exponent",
+        "Your frequencies are off: pair i must turn by base ** (-2i / hd), the exponent running over the "
+        "even numbers 0, 2, 4, ... divided by hd.",
+        "use rope_angles(positions, hd, base), or base ** (-torch.arange(0, hd, 2) / hd).")
+mistake("rope_positions_ignored",
+        "You rotated by the token's index 0 .. n-1 instead of the positions passed in. In cached generation "
+        "the new token's position is not 0.",
+        "compute the angles from the positions argument: rope_angles(positions, hd, base).")
+mistake("rope_base_ignored",
+        "The base argument is ignored: with base=500,000 (Llama 3) your angles still use 10,000.",
+        "pass base on: rope_angles(positions, hd, base).")
+mistake("gqa_repeat_not_interleave",
+        "Your heads are copied with repeat, which tiles the groups (0 1 0 1 ...): query head j then reads "
+        "group j % g instead of j // n_rep. The shape is right, but every checkpoint (Llama, Mistral, "
+        "Hugging Face's repeat_kv) expects consecutive query heads to share a group.",
+        "kv.repeat_interleave(n_rep, dim=1): copies each group in place (0 0 1 1 ...).")
+mistake("gqa_repeat_wrong_axis",
+        "You copied along the wrong axis: the key/value heads are axis 1 of (b, g, n, hd), but your copies "
+        "went along the tokens or the batch.",
+        "kv.repeat_interleave(n_rep, dim=1).")
+
+
+# --------------------------------------------------------------------------- references with switches
+def band(n_q: int, n_k: int, window: int, *, extra: int = 0, align: str = "bottom",
+         both_sides: bool = False, inverted: bool = False) -> torch.Tensor:
+    """(n_q, n_k) bool, True = may attend: query i (the last n_q positions) sees 0 <= i - j < window."""
+    first = n_k - n_q if align == "bottom" else 0
+    distance = torch.arange(first, first + n_q)[:, None] - torch.arange(n_k)[None, :]  # (n_q, n_k)
+    if both_sides:
+        distance = distance.abs()
+    allowed = (distance >= 0) & (distance < window + extra)
+    return ~allowed if inverted else allowed
+
+
+def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Softmax attention with a True = may-attend mask (NaN where a row has no allowed key)."""
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (..., n_q, n_k)
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, -torch.inf)
+    return torch.softmax(scores, dim=-1) @ v  # (..., n_q, hd)
+
+
+def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False):
+    """RoPE in float64; the switches reproduce the layout, direction, frequency and position slips."""
+    hd = x.shape[-1]
+    pos = torch.arange(x.shape[-2]) if ignore_positions else positions.cpu()
+    freq = base ** (-torch.arange(0, hd // 2, dtype=torch.float64) * pair_step / hd)  # (hd/2,)
+    angles = pos.double()[:, None] * freq  # (n, hd/2)
+    cos, sin = angles.cos(), sign * angles.sin()
+    x = x.double()
+    a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else x.chunk(2, dim=-1)
+    pairs = (a * cos - b * sin, a * sin + b * cos)
+    return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
+
+
+def _named(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5):
+    """None if got equals expected; else the failure naming the first matching mistake."""
+    if same(got.cpu(), expected.to(got.dtype), atol=atol):
+        return None
+    for bug, make in candidates:
+        try:
+            if same(got.cpu(), make().to(got.dtype), atol=atol):
+                return fail_with(check, bug, where)
+        except Exception:  # noqa: BLE001 - a variant that cannot run here simply does not match
+            continue
+    diff = (got.cpu().double() - expected.double()).abs().nan_to_num(nan=float("inf"))
+    index = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    return fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
+                f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
+
+
+# --------------------------------------------------------------------------- sliding_window_mask
+WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
+
+
+def check_sliding_window_mask(fn) -> None:
+    """Check ``sliding_window_mask(n_queries, n_keys, window, device=None)``: an (n_q, n_k) bool mask,
+    True = may attend, the queries being the last n_q positions, each seeing ``window`` keys."""
+    __tracebackhide__ = True
+    name = "check_sliding_window_mask"
+    ensure_callable(name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
+    with isolated():
+        for n_q, n_k, window in WINDOW_CASES:
+            what = f"sliding_window_mask({n_q}, {n_k}, {window})"
+            got = expect_tensor_output(name, call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k))
+            if got.dtype != torch.bool:
+                raise fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
+            candidates = [("window_inverted", lambda: band(n_q, n_k, window, inverted=True)),
+                          ("window_cut_short", lambda: band(n_q, n_k, window, extra=-1)),
+                          ("window_one_too_many", lambda: band(n_q, n_k, window, extra=1)),
+                          ("window_not_causal", lambda: band(n_q, n_k, window, both_sides=True)),
+                          ("window_top_left", lambda: band(n_q, n_k, window, align="top"))]
+            failure = _named(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
+            if failure:
+                raise failure
+        what = "sliding_window_mask(4, 6, 2, device='meta')"
+        got = expect_tensor_output(name, call(name, fn, 4, 6, 2, device="meta", what=what), what, (4, 6))
+        if got.device.type != "meta":
+            raise fail_with(name, "mask_device_ignored", f"{what} returned a tensor on {got.device}.")
+    passed(name, f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
+           "and made on the requested device")
+
+
+# --------------------------------------------------------------------------- attend_new_tokens
+CACHE_CASES = ((2, 2, 3, 7, 4, 901), (1, 3, 2, 5, 8, 902), (2, 1, 4, 4, 4, 903), (1, 2, 1, 6, 4, 904))
+
+
+def check_attend_new_tokens(fn) -> None:
+    """Check ``attend_new_tokens(q, k, v)``: q (b, h, n_q, hd) of the newest tokens, k and v
+    (b, h, n_k, hd) of all tokens; causal attention aligned to the bottom right."""
+    __tracebackhide__ = True
+    name = "check_attend_new_tokens"
+    ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
+    with isolated():
+        for b, h, n_q, n_k, hd, seed in CACHE_CASES:
+            q, k, v = randn(b, h, n_q, hd, seed=seed), randn(b, h, n_k, hd, seed=seed + 10), randn(b, h, n_k, hd, seed=seed + 20)
+            what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
+            got = expect_tensor_output(name, call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd))
+            candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, band(n_q, n_k, n_k, align="top"))),
+                          ("cache_mask_missing", lambda: masked_attention(q, k, v, None))]
+            failure = _named(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
+            if failure:
+                raise failure
+    passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
+
+
+# --------------------------------------------------------------------------- padded_causal_attention
+PADDING_CASES = (((5, 2, 3), "left", 911), ((3, 5, 1), "right", 912), ((4, 1), "left", 913))
+
+
+def check_padded_causal_attention(fn) -> None:
+    """Check ``padded_causal_attention(q, k, v, real)``: causal attention hiding padded keys;
+    compared at real query positions; every output must be finite."""
+    __tracebackhide__ = True
+    name = "check_padded_causal_attention"
+    ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
+    with isolated():
+        for lengths, side, seed in PADDING_CASES:
+            b, n = len(lengths), max(lengths)
+            pos, lens = torch.arange(n), torch.tensor(lengths)[:, None]
+            real = pos < lens if side == "right" else pos >= n - lens  # (b, n)
+            q, k, v = (randn(b, 2, n, 4, seed=seed + i) for i in range(3))
+            causal = torch.ones(n, n, dtype=torch.bool).tril()
+            keep = causal & real[:, None, None, :]  # (b, 1, n, n)
+            what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
+            got = expect_tensor_output(name, call_pure(name, fn, (q, k, v, real), what=what), what, (b, 2, n, 4))
+            rows = real[:, None, :, None].expand(b, 2, n, 4)
+
+            def at_real(t):
+                return t[rows]
+
+            variants = (("padding_mask_inverted", ~keep), ("padding_ignored", causal),
+                        ("padding_not_causal", real[:, None, None, :].expand(b, 1, n, n)))
+            candidates = [(bug, lambda m=m, zero=zero: at_real(masked_attention(q, k, v, m).nan_to_num(0.0) if zero
+                                                               else masked_attention(q, k, v, m)))
+                          for bug, m in variants for zero in (False, True)]  # NaN rows, or a kernel's zeros
+            failure = _named(name, at_real(got.cpu()), at_real(masked_attention(q, k, v, keep)),
+                             f"For {what}, at the real tokens:", candidates)
+            if failure:
+                raise failure
+            if not torch.isfinite(got).all():
+                raise fail_with(name, "padding_nan_rows", f"For {what}:")
+    passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
+           "finite everywhere")
+
+
+# --------------------------------------------------------------------------- apply_rope
+ROPE_CASES = (((2, 3, 5, 8), None, None, 921), ((4, 6), (3, 10, 11, 50), None, 922),
+              ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923))
+
+
+def check_apply_rope(fn) -> None:
+    """Check ``apply_rope(x, positions, base=10_000.0)``: split-halves RoPE on x (..., n, hd)."""
+    __tracebackhide__ = True
+    name = "check_apply_rope"
+    ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
+    with isolated():
+        for shape, positions, base, seed in ROPE_CASES:
+            x = randn(*shape, seed=seed)
+            pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
+            kwargs = {} if base is None else {"base": base}
+            base = base or 10_000.0
+            what = (f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
+                    f"on x of shape {shape}")
+            got = expect_tensor_output(name, call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape)
+            candidates = [("rope_layout_mixed", lambda: rope(x, pos, base, layout="interleaved")),
+                          ("rope_rotation_reversed", lambda: rope(x, pos, base, sign=-1.0)),
+                          ("rope_frequency_exponent", lambda: rope(x, pos, base, pair_step=1)),
+                          ("rope_frequency_exponent", lambda: rope(x, pos, base, pair_step=4)),
+                          ("rope_positions_ignored", lambda: rope(x, pos, base, ignore_positions=True)),
+                          ("rope_base_ignored", lambda: rope(x, pos, 10_000.0))]
+            failure = _named(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
+            if failure:
+                raise failure
+    passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
+
+
+# --------------------------------------------------------------------------- repeat_kv
+REPEAT_CASES = ((2, 2, 3, 4, 3, 931), (1, 3, 2, 2, 2, 932), (1, 1, 5, 4, 4, 933), (2, 4, 1, 3, 1, 934))
+
+
+def check_repeat_kv(fn) -> None:
+    """Check ``repeat_kv(kv, n_rep)``: (b, g, n, hd) -> (b, g * n_rep, n, hd), head j = group j // n_rep."""
+    __tracebackhide__ = True
+    name = "check_repeat_kv"
+    ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
+    with isolated():
+        for b, g, n, hd, rep, seed in REPEAT_CASES:
+            kv = randn(b, g, n, hd, seed=seed)
+            what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
+            got = call_pure(name, fn, (kv,), rep, what=what)
+            if isinstance(got, torch.Tensor) and tuple(got.shape) in ((b, g, n * rep, hd), (b * rep, g, n, hd)) and rep > 1:
+                raise fail_with(name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
+            got = expect_tensor_output(name, got, what, (b, g * rep, n, hd))
+            candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
+            failure = _named(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
+            if failure:
+                raise failure
+    passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
+
+
+__all__ = ["check_apply_rope", "check_attend_new_tokens", "check_padded_causal_attention", "check_repeat_kv",
+           "check_sliding_window_mask"]

@@ -1,0 +1,211 @@
+"""Wrong answers to chapter 09's exercises, one per known bug, each with where it comes from.
+
+Each list holds (function, mistake id the check must name). tests/test_checks_ch09.py runs them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def _distance(n_queries, n_keys, device=None, top_left=False):
+    first = 0 if top_left else n_keys - n_queries
+    q = torch.arange(first, first + n_queries, device=device)[:, None]  # (n_q, 1)
+    return q - torch.arange(n_keys, device=device)[None, :]  # (n_q, n_k)
+
+
+# --------------------------------------------------------------------------- sliding_window_mask
+def window_cut_short(n_queries, n_keys, window, device=None):
+    # LLMs-from-scratch #1008: the sliding-window KV cache kept window - 1 keys, one short.
+    d = _distance(n_queries, n_keys, device)
+    return (d >= 0) & (d < window - 1)
+
+
+def window_one_too_many(n_queries, n_keys, window, device=None):
+    # Mistral's window off by one in a widely used library: `<=` where the model was trained with `<`.
+    d = _distance(n_queries, n_keys, device)
+    return (d >= 0) & (d <= window)
+
+
+def window_inverted(n_queries, n_keys, window, device=None):
+    # typical slip: nn.MultiheadAttention's convention (True = hidden) returned for SDPA.
+    d = _distance(n_queries, n_keys, device)
+    return (d < 0) | (d >= window)
+
+
+def window_symmetric(n_queries, n_keys, window, device=None):
+    # typical slip: Longformer-style local attention |i - j| < window, which is not causal.
+    return _distance(n_queries, n_keys, device).abs() < window
+
+
+def window_top_left(n_queries, n_keys, window, device=None):
+    # pytorch/pytorch#103082 in mask form: queries numbered from 0, as is_causal=True does.
+    d = _distance(n_queries, n_keys, device, top_left=True)
+    return (d >= 0) & (d < window)
+
+
+def window_float(n_queries, n_keys, window, device=None):
+    # typical slip: a 0/1 float mask, which SDPA would add to the scores instead of masking.
+    d = _distance(n_queries, n_keys, device)
+    return ((d >= 0) & (d < window)).float()
+
+
+def window_device_ignored(n_queries, n_keys, window, device=None):
+    # issue 11's device category: the mask is always built on the CPU.
+    d = _distance(n_queries, n_keys)
+    return (d >= 0) & (d < window)
+
+
+def window_as_list(n_queries, n_keys, window, device=None):
+    # typical slip: nested Python lists instead of a tensor.
+    return [[0 <= i - j < window for j in range(n_keys)] for i in range(n_keys - n_queries, n_keys)]
+
+
+WINDOW_BUGS = [(window_cut_short, "window_cut_short"), (window_one_too_many, "window_one_too_many"),
+               (window_inverted, "window_inverted"), (window_symmetric, "window_not_causal"),
+               (window_top_left, "window_top_left"), (window_float, "window_not_bool"),
+               (window_device_ignored, "mask_device_ignored"), (window_as_list, "not_a_tensor")]
+
+
+# --------------------------------------------------------------------------- attend_new_tokens
+def cache_is_causal(q, k, v):
+    # pytorch/pytorch#103082: is_causal=True is aligned to the top left.
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def cache_tril_top_left(q, k, v):
+    # the same trap written by hand: ones(n_q, n_k).tril() as in a full-sequence layer.
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def cache_no_mask(q, k, v):
+    # KV-cache tutorials written for one new token at a time: no mask at all.
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def cache_scales_in_place(q, k, v):
+    # issue 11's side-effect category: the caller's queries are scaled in place.
+    q /= q.shape[-1] ** 0.5
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril(k.shape[-2] - q.shape[-2])
+    return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(~mask, -torch.inf), dim=-1) @ v
+
+
+CACHE_BUGS = [(cache_is_causal, "is_causal_top_left"), (cache_tril_top_left, "is_causal_top_left"),
+              (cache_no_mask, "cache_mask_missing"), (cache_scales_in_place, "input_modified")]
+
+
+# --------------------------------------------------------------------------- padded_causal_attention
+def _allowed(real):
+    n = real.shape[-1]
+    return torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]  # (b, 1, n, n)
+
+
+def padded_nan_rows(q, k, v, real):
+    # pytorch/pytorch#103749, #110213: a fully masked row gives softmax 0/0 = NaN.
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~_allowed(real), -torch.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def padded_mha_convention(q, k, v, real):
+    # chapter 06's torch_mask_inverted: nn.MultiheadAttention's True = hidden mask given to SDPA.
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=~_allowed(real)).nan_to_num()
+
+
+def padded_causal_only(q, k, v, real):
+    # typical slip: is_causal=True and the padding forgotten (harmless with right padding only).
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def padded_on_queries(q, k, v, real):
+    # typical slip: the padding mask broadcast over the query axis instead of the key axis.
+    n = real.shape[-1]
+    mask = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, :, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask | torch.eye(n, dtype=torch.bool))
+
+
+def padded_not_causal(q, k, v, real):
+    # typical slip from encoder code (BERT-style): key padding only, no causal mask.
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=real[:, None, None, :])
+
+
+def padded_returns_tuple(q, k, v, real):
+    # typical slip: returns (context, weights) like nn.MultiheadAttention.
+    return padded_nan_rows(q, k, v, real).nan_to_num(), None
+
+
+PADDING_BUGS = [(padded_nan_rows, "padding_nan_rows"), (padded_mha_convention, "padding_mask_inverted"),
+                (padded_causal_only, "padding_ignored"), (padded_on_queries, "padding_ignored"),
+                (padded_not_causal, "padding_not_causal"), (padded_returns_tuple, "not_a_tensor")]
+
+
+# --------------------------------------------------------------------------- apply_rope
+def _angles(positions, hd, base, step=2):
+    return positions.float()[:, None] * base ** (-torch.arange(0, hd // 2).float() * step / hd)  # (n, hd/2)
+
+
+def rope_interleaved(x, positions, base=10_000.0):
+    # Meta's original Llama / RoFormer layout where Hugging Face's split halves are expected.
+    a = _angles(positions, x.shape[-1], base)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * a.cos() - odd * a.sin(), even * a.sin() + odd * a.cos()), -1).flatten(-2)
+
+
+def rope_reversed(x, positions, base=10_000.0):
+    # typical slip: the sin terms' signs swapped, a rotation by minus the angle.
+    a = _angles(positions, x.shape[-1], base)
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((first * a.cos() + second * a.sin(), -first * a.sin() + second * a.cos()), -1)
+
+
+def _halves(x, a):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((first * a.cos() - second * a.sin(), first * a.sin() + second * a.cos()), -1)
+
+
+def rope_frequency_no_two(x, positions, base=10_000.0):
+    # typical slip seen in tutorials: base ** (-i / hd) with i = 0, 1, 2, ... (the 2 forgotten).
+    return _halves(x, _angles(positions, x.shape[-1], base, step=1))
+
+
+def rope_positions_ignored(x, positions, base=10_000.0):
+    # typical slip when moving to cached generation: positions 0 .. n-1 whatever was passed.
+    return _halves(x, _angles(torch.arange(x.shape[-2]), x.shape[-1], base))
+
+
+def rope_base_ignored(x, positions, base=10_000.0):
+    # Llama 3 ports that kept 10,000 although its config says rope_theta = 500,000.
+    return _halves(x, _angles(positions, x.shape[-1], 10_000.0))
+
+
+def rope_in_place(x, positions, base=10_000.0):
+    # issue 11's side-effect category: the rotation written into the caller's tensor.
+    x.copy_(_halves(x, _angles(positions, x.shape[-1], base)))
+    return x
+
+
+ROPE_BUGS = [(rope_interleaved, "rope_layout_mixed"), (rope_reversed, "rope_rotation_reversed"),
+             (rope_frequency_no_two, "rope_frequency_exponent"), (rope_positions_ignored, "rope_positions_ignored"),
+             (rope_base_ignored, "rope_base_ignored"), (rope_in_place, "input_modified")]
+
+
+# --------------------------------------------------------------------------- repeat_kv
+def repeat_tiles(kv, n_rep):
+    # GQA ports that used repeat: query head j reads group j % g (the wrong one).
+    return kv.repeat(1, n_rep, 1, 1)
+
+
+def repeat_expand_wrong_order(kv, n_rep):
+    # the expand idiom with the new axis in front of the groups: the same tiling as repeat.
+    b, g, n, hd = kv.shape
+    return kv[:, None].expand(b, n_rep, g, n, hd).reshape(b, g * n_rep, n, hd)
+
+
+def repeat_over_tokens(kv, n_rep):
+    # typical slip: repeat_interleave along the tokens (dim=2).
+    return kv.repeat_interleave(n_rep, dim=2)
+
+
+REPEAT_BUGS = [(repeat_tiles, "gqa_repeat_not_interleave"), (repeat_expand_wrong_order, "gqa_repeat_not_interleave"),
+               (repeat_over_tokens, "gqa_repeat_wrong_axis")]

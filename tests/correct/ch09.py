@@ -1,0 +1,144 @@
+"""Right but unusual answers to chapter 09's exercises: every one must pass its check."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+# --------------------------------------------------------------------------- sliding_window_mask
+def window_from_tril(n_queries, n_keys, window, device=None):
+    """Two shifted triangles: tril at offset n_k - n_q minus tril at offset n_k - n_q - window."""
+    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return ones.tril(n_keys - n_queries) & ~ones.tril(n_keys - n_queries - window)
+
+
+def window_by_loops(n_queries, n_keys, window, device=None):
+    """Python loops filling a tensor made on the device."""
+    mask = torch.zeros(n_queries, n_keys, dtype=torch.bool, device=device)
+    for row in range(n_queries):
+        i = n_keys - n_queries + row
+        mask[row, max(0, i - window + 1): i + 1] = True
+    return mask
+
+
+def window_mask_mod_style(n_queries, n_keys, window, device=None):
+    """FlexAttention-style predicate on broadcast index tensors."""
+    q_idx = torch.arange(n_queries, device=device).view(-1, 1) + (n_keys - n_queries)
+    kv_idx = torch.arange(n_keys, device=device).view(1, -1)
+    return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+
+
+WINDOW_CORRECT = [window_from_tril, window_by_loops, window_mask_mod_style]
+
+
+# --------------------------------------------------------------------------- attend_new_tokens
+def cache_manual_softmax(q, k, v):
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    future = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)
+    scores = (q @ k.transpose(-2, -1)).masked_fill(future, -math.inf) / math.sqrt(q.shape[-1])
+    return scores.softmax(dim=-1) @ v
+
+
+def cache_additive_mask(q, k, v):
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    bias = torch.full((n_q, n_k), float("-inf"), device=q.device).triu(n_k - n_q + 1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
+def cache_full_then_slice(q, k, v):
+    """Pads the queries to all positions, runs is_causal on the square, keeps the last rows."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    padded = torch.cat((torch.zeros(*q.shape[:-2], n_k - n_q, q.shape[-1]), q), dim=-2)
+    return F.scaled_dot_product_attention(padded, k, v, is_causal=True)[..., n_k - n_q:, :]
+
+
+CACHE_CORRECT = [cache_manual_softmax, cache_additive_mask, cache_full_then_slice]
+
+
+# --------------------------------------------------------------------------- padded_causal_attention
+def padded_where_after(q, k, v, real):
+    """Manual softmax, NaN rows replaced afterwards."""
+    n = real.shape[-1]
+    allowed = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~allowed, -torch.inf)
+    return (scores.softmax(-1) @ v).nan_to_num(0.0)
+
+
+def padded_large_negative(q, k, v, real):
+    """A large finite negative number instead of -inf (the Hugging Face style); padded rows get
+    a uniform average, which is finite."""
+    n = real.shape[-1]
+    allowed = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~allowed, torch.finfo(q.dtype).min)
+    return scores.softmax(-1) @ v
+
+
+def padded_per_text_loop(q, k, v, real):
+    """Each text alone, its real tokens only, written back into a zero tensor."""
+    out = torch.zeros_like(q)
+    for i in range(q.shape[0]):
+        cols = real[i].nonzero().squeeze(1)
+        out[i, :, cols] = F.scaled_dot_product_attention(q[i, :, cols], k[i, :, cols], v[i, :, cols], is_causal=True)
+    return out
+
+
+PADDING_CORRECT = [padded_where_after, padded_large_negative, padded_per_text_loop]
+
+
+# --------------------------------------------------------------------------- apply_rope
+def rope_complex(x, positions, base=10_000.0):
+    """Complex multiplication on (first half + i * second half)."""
+    hd = x.shape[-1]
+    freqs = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    turn = torch.polar(torch.ones(len(positions), hd // 2, dtype=torch.float64), positions.double()[:, None] * freqs)
+    first, second = x.double().chunk(2, dim=-1)
+    z = torch.complex(first, second) * turn
+    return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)
+
+
+def rope_rotate_half(x, positions, base=10_000.0):
+    """Hugging Face's form: x * cos + rotate_half(x) * sin, with cos and sin repeated to hd."""
+    hd = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2).float() / hd))
+    angles = torch.einsum("n,f->nf", positions.float(), inv_freq)
+    emb = torch.cat((angles, angles), dim=-1)
+    first, second = x[..., : hd // 2], x[..., hd // 2:]
+    rotated = torch.cat((-second, first), dim=-1)
+    return x * emb.cos() + rotated * emb.sin()
+
+
+def rope_matrix(x, positions, base=10_000.0):
+    """An explicit (n, hd, hd) block rotation matrix per position."""
+    hd, half = x.shape[-1], x.shape[-1] // 2
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    rot = torch.zeros(len(positions), hd, hd, dtype=torch.float64)
+    idx = torch.arange(half)
+    rot[:, idx, idx] = angles.cos()
+    rot[:, idx + half, idx + half] = angles.cos()
+    rot[:, idx, idx + half] = -angles.sin()
+    rot[:, idx + half, idx] = angles.sin()
+    return torch.einsum("nij,...nj->...ni", rot, x.double()).to(x.dtype)
+
+
+ROPE_CORRECT = [rope_complex, rope_rotate_half, rope_matrix]
+
+
+# --------------------------------------------------------------------------- repeat_kv
+def repeat_expand(kv, n_rep):
+    """Hugging Face's repeat_kv: a new axis after the groups, expanded, then merged."""
+    b, g, n, hd = kv.shape
+    return kv[:, :, None].expand(b, g, n_rep, n, hd).reshape(b, g * n_rep, n, hd)
+
+
+def repeat_index_select(kv, n_rep):
+    return kv.index_select(1, torch.arange(kv.shape[1] * n_rep) // n_rep)
+
+
+def repeat_cat(kv, n_rep):
+    return torch.cat([kv[:, i: i + 1] for i in range(kv.shape[1]) for _ in range(n_rep)], dim=1)
+
+
+REPEAT_CORRECT = [repeat_expand, repeat_index_select, repeat_cat]

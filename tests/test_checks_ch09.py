@@ -1,0 +1,78 @@
+"""Chapter 09's checks accept right (and unusual but right) answers and name every known bug."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import course_utils as cu
+from course_utils.checks import CheckFailure
+from course_utils.checks.mistakes import MISTAKES
+from tests.buggy import ch09 as buggy
+from tests.correct import ch09 as correct
+
+CHECKS = {
+    "window": (cu.checks.check_sliding_window_mask, correct.WINDOW_CORRECT, buggy.WINDOW_BUGS),
+    "cache": (cu.checks.check_attend_new_tokens, correct.CACHE_CORRECT, buggy.CACHE_BUGS),
+    "padding": (cu.checks.check_padded_causal_attention, correct.PADDING_CORRECT, buggy.PADDING_BUGS),
+    "rope": (cu.checks.check_apply_rope, correct.ROPE_CORRECT, buggy.ROPE_BUGS),
+    "repeat": (cu.checks.check_repeat_kv, correct.REPEAT_CORRECT, buggy.REPEAT_BUGS),
+}
+RIGHT = [(check, fn) for check, rights, _ in CHECKS.values() for fn in rights]
+WRONG = [(check, fn, bug) for check, _, bugs in CHECKS.values() for fn, bug in bugs]
+
+
+@pytest.mark.parametrize(("check", "fn"), RIGHT, ids=[fn.__name__ for _, fn in RIGHT])
+def test_right_answers_pass_with_one_line(check, fn, capsys):
+    check(fn)
+    out = capsys.readouterr().out
+    assert out.startswith(f"✓ {check.__name__}:") and out.count("\n") == 1, out
+
+
+@pytest.mark.parametrize(("check", "fn", "bug"), WRONG, ids=[fn.__name__ for _, fn, _ in WRONG])
+def test_each_bug_is_named(check, fn, bug):
+    with pytest.raises(CheckFailure) as info:
+        check(fn)
+    assert info.value.bug == bug, str(info.value)
+    assert MISTAKES[bug].hint in str(info.value)
+
+
+def test_every_chapter_09_mistake_is_exercised_by_a_buggy_answer():
+    named = {bug for _, _, bugs in CHECKS.values() for _, bug in bugs}
+    ours = {"window_not_bool", "window_inverted", "window_cut_short", "window_one_too_many", "window_not_causal",
+            "window_top_left", "mask_device_ignored", "is_causal_top_left", "cache_mask_missing",
+            "padding_mask_inverted", "padding_ignored", "padding_not_causal", "padding_nan_rows",
+            "rope_layout_mixed", "rope_rotation_reversed", "rope_frequency_exponent", "rope_positions_ignored",
+            "rope_base_ignored", "gqa_repeat_not_interleave", "gqa_repeat_wrong_axis"}
+    assert ours <= set(MISTAKES) and ours <= named
+
+
+def _raises(*args, **kwargs):
+    raise RuntimeError("boom")
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+NON_ANSWERS = [None, 3, "text", [1, 2], torch.zeros(2), _raises, _stub, lambda *a, **k: None,
+               lambda *a, **k: (torch.zeros(1), torch.zeros(1)), lambda *a, **k: [[1.0]], lambda *a, **k: torch.zeros(1, 1, 1),
+               lambda *a, **k: float("nan")]
+
+
+@pytest.mark.parametrize("check", [c for c, _, _ in CHECKS.values()], ids=list(CHECKS))
+@pytest.mark.parametrize("answer", NON_ANSWERS, ids=range(len(NON_ANSWERS)))
+def test_non_answers_raise_only_check_failure(check, answer):
+    with pytest.raises(CheckFailure):
+        check(answer)
+
+
+def test_stub_is_reported_as_the_stub():
+    with pytest.raises(CheckFailure, match="exercise stub is still in place"):
+        cu.checks.check_repeat_kv(_stub)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    state = torch.random.get_rng_state()
+    cu.checks.check_apply_rope(correct.rope_complex)
+    assert torch.equal(state, torch.random.get_rng_state())
