@@ -11,6 +11,7 @@ import torch
 from matplotlib.figure import Figure
 
 import course_utils as cu
+from course_utils import plotting as P
 from course_utils import widgets as W
 
 
@@ -19,7 +20,7 @@ from course_utils import widgets as W
 def shown(monkeypatch):
     """Capture what the explorers display instead of sending it to a notebook."""
     captured: list = []
-    monkeypatch.setattr(W, "_display", captured.append)
+    monkeypatch.setattr(P, "_display", captured.append)
     return captured
 
 
@@ -27,11 +28,11 @@ def shown(monkeypatch):
 def live(monkeypatch, shown):
     """Live mode: returns a function that runs an explorer and hands back its Explorer."""
     pytest.importorskip("ipywidgets")
-    monkeypatch.delenv(W.STATIC_ENV_VAR, raising=False)
+    monkeypatch.delenv(P.STATIC_ENV_VAR, raising=False)
 
     def run(explorer, *args, **kwargs):
         assert explorer(*args, **kwargs) is None
-        explorers = [obj for obj in shown if isinstance(obj, W.Explorer)]
+        explorers = [obj for obj in shown if isinstance(obj, P.Explorer)]
         assert len(explorers) == 1, f"expected one live explorer to be displayed, got {shown}"
         return explorers[0]
 
@@ -51,13 +52,14 @@ def fingerprint(fig: Figure) -> list:
     return items
 
 
-def moved(explorer: W.Explorer, **values) -> tuple[list, list]:
+def moved(explorer: P.Explorer, **values) -> tuple[list, list]:
     """Fingerprints before and after setting control values (as a student moving them would)."""
     assert isinstance(explorer.figure, Figure)
     before = fingerprint(explorer.figure)
     for name, value in values.items():
         explorer.controls[name].value = value
-    assert isinstance(explorer.figure, Figure), explorer.error
+    assert explorer.error is None, explorer.error
+    assert explorer.png.startswith(b"\x89PNG") and explorer.image.value == explorer.png
     return before, fingerprint(explorer.figure)
 
 
@@ -132,10 +134,10 @@ def test_memory_data_counts_bytes():
 def test_query_explorer_redraws_when_the_query_changes(live):
     explorer = live(W.query_explorer)
     assert explorer.controls["query"].value == 1
-    assert isinstance(explorer.widget.children[-1], type(explorer.output))
+    assert explorer.widget.children[-1] is explorer.image
     before, after = moved(explorer, query=4)
     assert before != after
-    assert "query: 'one' (token 4)" in after
+    assert "1. scores: x(one) · x(j), query 4" in after
 
 
 def test_scaling_explorer_redraws_for_d_k_and_seed(live):
@@ -149,7 +151,7 @@ def test_mask_explorer_redraws_for_each_mode(live):
     explorer = live(W.mask_explorer)
     before, after = moved(explorer, mode="softmax, then zero the future")
     assert before != after
-    assert "row sums (not all 1!)" in after
+    assert "not all 1!" in after
 
 
 def test_dropout_explorer_redraws_for_p_and_seed(live):
@@ -167,7 +169,9 @@ def test_head_explorer_redraws_for_head_and_text_and_reports_empty_text(live):
     before, after = moved(explorer, text="Attention is all you need")
     assert before != after and "␣need" in after
     explorer.controls["text"].value = ""
-    assert explorer.figure is None and "text is empty" in explorer.error
+    assert "text is empty" in explorer.error and "text is empty" in explorer.message.value
+    explorer.controls["text"].value = "back again"
+    assert explorer.error is None and explorer.message.value == "" and "␣again" in fingerprint(explorer.figure)
 
 
 def test_memory_explorer_redraws_for_every_control(live):
@@ -180,9 +184,10 @@ def test_memory_explorer_redraws_for_every_control(live):
 def test_live_explorer_layout_is_controls_then_one_output(live):
     ipywidgets = pytest.importorskip("ipywidgets")
     explorer = live(W.memory_explorer)
-    *controls, output = explorer.widget.children
+    *controls, message, image = explorer.widget.children
     assert isinstance(explorer.widget, ipywidgets.VBox)
-    assert controls == list(explorer.controls.values()) and isinstance(output, ipywidgets.Output)
+    assert controls == list(explorer.controls.values())
+    assert isinstance(message, ipywidgets.HTML) and isinstance(image, ipywidgets.Image)
     assert isinstance(explorer.controls["n"], ipywidgets.SelectionSlider)
 
 
@@ -193,25 +198,26 @@ EXPLORERS = [W.query_explorer, W.scaling_explorer, W.mask_explorer, W.dropout_ex
 
 @pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda f: f.__name__)
 def test_static_mode_shows_one_figure_and_the_note(explorer, shown, monkeypatch, capsys):
-    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
     assert explorer() is None
     assert len(shown) == 1 and isinstance(shown[0], Figure)
-    assert capsys.readouterr().out == W.STATIC_NOTE + "\n"
+    assert capsys.readouterr().out == P.STATIC_NOTE + "\n"
 
 
 def test_static_mode_without_ipywidgets(monkeypatch):
-    monkeypatch.delenv(W.STATIC_ENV_VAR, raising=False)
+    monkeypatch.delenv(P.STATIC_ENV_VAR, raising=False)
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # makes `import ipywidgets` fail
-    assert W.static_mode()
-    monkeypatch.setenv(W.STATIC_ENV_VAR, "0")
-    assert W.static_mode()
+    assert P.static_mode()
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "0")
+    assert P.static_mode()
 
 
 def test_static_figure_matches_the_default_controls(shown, monkeypatch, capsys):
-    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
     W.query_explorer()
     capsys.readouterr()
-    expected = W.draw_query(W.query_data(cu.example_inputs(), 1), cu.example_inputs(), cu.EXAMPLE_TOKENS)
+    expected = P.new_figure((11.0, 3.4))
+    W.draw_query(expected, W.query_data(cu.example_inputs(), 1))
     assert fingerprint(shown[0]) == fingerprint(expected)
 
 
@@ -221,13 +227,11 @@ BAD_CALLS = [
     (lambda: W.query_explorer(torch.ones(4, 3)), None),  # fine: labels default to 0..3
     (lambda: W.query_explorer(labels=["a", "b"]), "labels must have 6 entries"),
     (lambda: W.query_explorer(torch.ones(3, 2, dtype=torch.long)), "floating-point"),
-    (lambda: W.query_data(cu.example_inputs(), 6), "query must be a token index from 0 to 5, but got 6"),
     (lambda: W.scaling_explorer(d_k=0), "d_k must be at least 1, but got 0"),
     (lambda: W.scaling_explorer(d_k=1000), "d_k must be at most 512, but got 1000"),
     (lambda: W.mask_explorer(torch.ones(2, 6, 6)), "scores must be a 2-d tensor, but got a 3-d tensor"),
     (lambda: W.mask_explorer(torch.ones(3, 4)), r"square \(n, n\) matrix.*shape \(3, 4\)"),
     (lambda: W.mask_explorer(labels=["a"]), "labels must have 6 entries"),
-    (lambda: W.mask_data(torch.ones(3, 3), "sideways"), "mode must be one of"),
     (lambda: W.dropout_explorer(p=1.0), r"p must be in \[0, 1\) \(a drop probability\), but got 1.0"),
     (lambda: W.dropout_explorer(p=-0.1), r"p must be in \[0, 1\)"),
     (lambda: W.dropout_explorer(seed=-1), "seed must be at least 0"),
@@ -235,15 +239,17 @@ BAD_CALLS = [
     (lambda: W.head_explorer(text=""), "text is empty"),
     (lambda: W.head_explorer(text=42), "text must be a string, but got int"),
     (lambda: W.head_explorer(num_heads=3), r"num_heads must divide the model width d_model=16 .*got 3"),
-    (lambda: W.head_data("hi", head=4, num_heads=4), "head must be a head index from 0 to 3, but got 4"),
     (lambda: W.memory_explorer(n=1000), r"n must be one of \[64, 128"),
     (lambda: W.memory_explorer(heads=0), "heads must be at least 1"),
+    (lambda: W.memory_explorer(batch=65), "batch must be at most 64, but got 65"),
+    (lambda: W.head_explorer(seed="1"), "seed must be an int, but got a str"),
+    (lambda: W.dropout_explorer(labels="abcdef"), "single string"),
 ]
 
 
 @pytest.mark.parametrize(("call", "message"), BAD_CALLS)
 def test_explorers_reject_bad_arguments_clearly(call, message, shown, monkeypatch, capsys):
-    monkeypatch.setenv(W.STATIC_ENV_VAR, "1")
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
     if message is None:
         call()
         assert isinstance(shown[0], Figure)
@@ -251,3 +257,23 @@ def test_explorers_reject_bad_arguments_clearly(call, message, shown, monkeypatc
     with pytest.raises(cu.CourseInputError, match=message):
         call()
     assert shown == []  # nothing is drawn for bad arguments
+
+
+# ----------------------------------------------------------------------------- speed, by construction
+MOVES = [(W.query_explorer, "query", 4), (W.scaling_explorer, "d_k", 300), (W.mask_explorer, "mode", "no mask"),
+         (W.dropout_explorer, "p", 0.3), (W.head_explorer, "head", 3), (W.memory_explorer, "batch", 8)]
+
+
+@pytest.mark.parametrize(("explorer", "name", "value"), MOVES, ids=lambda x: getattr(x, "__name__", str(x)))
+def test_a_control_change_redraws_only_what_changes(explorer, name, value, live, monkeypatch):
+    """Moving a control updates animated artists over the kept background: no full figure draw."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    found = live(explorer)
+    full_draws = []
+    original = FigureCanvasAgg.draw
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas)))
+    before = found.png
+    found.controls[name].value = value
+    assert found.error is None and found.png != before
+    assert full_draws == [], "a non-animated artist changed, so the whole figure was drawn again"
