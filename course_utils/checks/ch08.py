@@ -1,0 +1,397 @@
+"""Self-checks for chapter 08: the training step, temperature sampling, attention with a KV cache.
+
+Wrong answers are named by behaviour: the check re-runs the same inputs through small variants
+of the right computation, one mistake each, and names the variant that reproduces the student's
+numbers (mistakes: ``mistakes.py``, section "chapter 08").
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._engine import (
+    call,
+    ensure_callable,
+    expect_tensor_output,
+    fail,
+    fail_with,
+    generator,
+    passed,
+    preserved_rng,
+    randn,
+    same,
+)
+from .mistakes import mistake
+
+# ----------------------------------------------------------------- attention that learns (08)
+mistake("step_loss_not_returned",
+        "train_step must return the batch's loss as a number, so that the training loop can record it.",
+        "end with `return loss.item()`.")
+mistake("step_no_backward",
+        "loss.backward() was never called (no gradient reached the weights), so the optimizer had "
+        "nothing to apply and the weights stayed as they were.",
+        "after computing the loss: optimizer.zero_grad(), loss.backward(), optimizer.step().")
+mistake("step_zero_grad_before_step",
+        "The gradients were computed, but cleared again before the optimizer used them: "
+        "optimizer.zero_grad() sits between loss.backward() and optimizer.step(), so every step "
+        "changes nothing.",
+        "the order is zero_grad(), backward(), step(): clear, compute, apply.")
+mistake("step_no_optimizer_step",
+        "The gradients were computed but never applied: optimizer.step() is missing, so the "
+        "weights never change and the loss never falls.",
+        "call optimizer.step() after loss.backward().")
+mistake("grad_not_zeroed",
+        "Your first step is right, the later ones are not: the gradients are never cleared. "
+        "loss.backward() *adds* to the .grad left by the previous step, so each update follows the "
+        "sum of all gradients so far (a classic slip in PyTorch training loops).",
+        "call optimizer.zero_grad() once per step, before loss.backward().")
+mistake("loss_on_probabilities",
+        "You applied a softmax before F.cross_entropy. The cross-entropy applies log-softmax itself, "
+        "so it must get the raw logits; a softmax first squashes the scores into 0..1, the loss "
+        "barely moves and training crawls.",
+        "F.cross_entropy(logits.flatten(0, 1), targets.flatten()) on the model's output as it is.")
+mistake("loss_summed",
+        "Your loss is the sum over all positions instead of the mean (reduction='sum'). The updates "
+        "then grow with the batch size and the number of tokens, and the printed loss is not "
+        "comparable with ln(vocab).",
+        "keep F.cross_entropy's default reduction, the mean.")
+mistake("loss_shifted_again",
+        "You shifted the targets again (logits[:, :-1] against targets[:, 1:]). The targets given to "
+        "train_step are already the right ones for each position, so the model learns to predict the "
+        "token two steps ahead instead of the next one.",
+        "use all positions: F.cross_entropy(logits.flatten(0, 1), targets.flatten()).")
+mistake("sample_not_ids",
+        "The chosen tokens must be integer ids (they index the vocabulary and the embedding table).",
+        "argmax and torch.multinomial both return int64 ids: return them without converting.")
+mistake("greedy_not_argmax",
+        "At temperature 0 the choice must be greedy: in each row, the index of the largest logit.",
+        "if temperature == 0: return logits.argmax(dim=-1).")
+mistake("greedy_divides_by_zero",
+        "At temperature 0 you divided the logits by 0, which gives inf and NaN probabilities. "
+        "Temperature 0 is the name for the limit: greedy choice.",
+        "treat temperature == 0 separately: return logits.argmax(dim=-1).")
+mistake("generator_ignored",
+        "Your draws do not come from the generator you were given (torch.multinomial without "
+        "generator=, or torch.distributions, which always uses the global one), so a seeded "
+        "generation is not repeatable.",
+        "torch.multinomial(probs, num_samples=1, generator=generator).")
+mistake("always_greedy",
+        "You always return the most likely token, whatever the temperature: that is greedy choice, "
+        "not sampling.",
+        "for temperature > 0, draw with torch.multinomial from softmax(logits / temperature).")
+mistake("temperature_after_softmax",
+        "The frequencies follow softmax(logits), as if the temperature were 1: you divided the "
+        "probabilities by the temperature after the softmax, and torch.multinomial renormalises them, "
+        "which undoes the division.",
+        "divide the logits, before the softmax: torch.softmax(logits / temperature, dim=-1).")
+mistake("temperature_multiplied",
+        "You multiplied the logits by the temperature instead of dividing: a high temperature then "
+        "sharpens the distribution and a low one flattens it, the opposite of what it should do.",
+        "torch.softmax(logits / temperature, dim=-1).")
+mistake("sample_softmax_over_batch",
+        "Your softmax normalises over the batch (dim=0) instead of over the vocabulary: each row's "
+        "probabilities no longer come from that row's logits.",
+        "torch.softmax(logits / temperature, dim=-1): one distribution per row.")
+mistake("sampled_from_logits",
+        "You drew from the logits (or log-probabilities) as if they were probabilities. "
+        "torch.multinomial needs non-negative weights: negative logits make it fail, and positive "
+        "ones give a far flatter distribution than the softmax.",
+        "probs = torch.softmax(logits / temperature, dim=-1), then torch.multinomial(probs, 1, generator=generator).")
+mistake("cache_not_returned",
+        "attend_with_cache must return a pair (output, cache), so that the next call gets the grown cache.",
+        "return attn.out_proj(context), (keys, values).")
+mistake("cache_attend_before_append",
+        "Your new tokens attend to the cached keys only, without their own: the cache is appended "
+        "after attending, so the newest token never sees itself (the full layer lets every token see "
+        "itself).",
+        "torch.cat the new keys and values to the cache first, then compute the scores against all of them.")
+mistake("cache_not_accumulated",
+        "Your returned cache holds only the keys and values of the latest call, so every later token "
+        "forgets all but the last few tokens.",
+        "return the concatenated tensors: (torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)).")
+mistake("cache_mask_top_left",
+        "You masked with the first rows of the causal mask (mask[:m, :t]), which belong to positions "
+        "0 .. m - 1. The new tokens sit at positions past .. past + m - 1, so they were hidden from "
+        "most of the cache.",
+        "take the rows of the new positions: attn.mask[past:past + m, :past + m].")
+mistake("cache_chunk_unmasked",
+        "You attended without a mask. For one new token that is right (it may see the whole cache), "
+        "but when several new tokens arrive together (the prompt), each sees the ones after it.",
+        "mask with rows past .. past + m - 1 of attn.mask: attn.mask[past:past + m, :past + m].")
+mistake("cache_not_scaled",
+        "Your scores are not divided by sqrt(head_dim), unlike the full layer's.",
+        "scores = q @ keys.transpose(2, 3) / attn.head_dim ** 0.5.")
+mistake("cache_values_from_keys",
+        "Your values are projected with W_key: the cached 'values' are copies of the keys.",
+        "v = attn.W_value(x_new), split into heads like the keys.")
+mistake("cache_heads_interleaved",
+        "You merged the heads back with a reshape of (b, heads, m, head_dim) and no transpose. For one "
+        "new token that happens to be right, but with several the heads' rows get interleaved.",
+        "(weights @ values).transpose(1, 2).reshape(b, m, num_heads * head_dim).")
+mistake("cache_no_out_proj",
+        "You returned the merged heads without the output projection attn.out_proj, which the full "
+        "layer applies.",
+        "return attn.out_proj(context), (keys, values).")
+mistake("cache_recomputes_keys",
+        "The outputs are right, but W_key projected {rows} rows for new tokens arriving {chunks} per "
+        "call: the keys of cached tokens were computed again. A KV cache projects only the new tokens.",
+        "apply W_query, W_key and W_value to x_new only; take the old keys and values from the cache.")
+
+# --------------------------------------------------------------------------- train_step
+# (vocab, width, batch, tokens, seed); three steps each, so gradients left over from step 1 show.
+STEP_CASES = ((7, 5, 3, 6, 801), (11, 4, 2, 9, 802))
+LR = 0.5
+
+
+def _reference_step(model, optimizer, inputs, targets, bug=None):
+    logits = model(inputs)  # (b, n, vocab)
+    if bug == "loss_shifted_again":
+        logits, targets = logits[:, :-1], targets[:, 1:]
+    if bug == "loss_on_probabilities":
+        logits = torch.softmax(logits, dim=-1)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                           reduction="sum" if bug == "loss_summed" else "mean")
+    if bug != "grad_not_zeroed":
+        optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _run_steps(step, base, batches, name=None):
+    """Losses and final weights of three steps of ``step`` from a copy of ``base`` (SGD)."""
+    model = copy.deepcopy(base)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        if name is None:
+            losses.append(step(model, optimizer, x, y))
+            continue
+        before = [p.detach().clone() for p in model.parameters()]
+        x_kept, y_kept = x.clone(), y.clone()
+        backward_ran = []
+        hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
+        what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
+        try:
+            loss = call(name, step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+        finally:
+            for h in hooks:
+                h.remove()
+        if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
+            raise fail_with(name, "input_modified", f"After {what}:", what="inputs or targets tensor")
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            loss = loss.item()
+        if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+            raise fail_with(name, "step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
+        if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
+            grads = [p.grad for p in model.parameters()]
+            if not backward_ran:
+                raise fail_with(name, "step_no_backward", f"After {what} the weights did not change.")
+            if all(g is None or not g.any() for g in grads):
+                raise fail_with(name, "step_zero_grad_before_step", f"After {what} the weights did not change.")
+            raise fail_with(name, "step_no_optimizer_step", f"After {what} the weights did not change.")
+        losses.append(float(loss))
+    return torch.tensor(losses, dtype=torch.float64), torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+GRAPH_HINT = ("loss.backward() needs a graph: compute the logits with gradients on (no torch.no_grad() "
+              "around the forward pass, no .detach()).")
+
+
+def check_train_step(train_step) -> None:
+    """Check ``train_step(model, optimizer, inputs, targets) -> float`` over three SGD steps."""
+    __tracebackhide__ = True
+    name = "check_train_step"
+    ensure_callable(name, train_step, "a function train_step(model, optimizer, inputs, targets)")
+    with preserved_rng():
+        for vocab, width, b, n, seed in STEP_CASES:
+            torch.manual_seed(seed)
+            base = nn.Sequential(nn.Embedding(vocab, width), nn.Linear(width, vocab))
+            g = generator(seed)
+            batches = []
+            for _ in range(3):
+                x = torch.randint(vocab, (b, n), generator=g)  # (b, n)
+                y = torch.randint(vocab, (b, n), generator=g)  # (b, n)
+                y[:, :2] = -100  # positions without a target, as in the look-back task
+                batches.append((x, y))
+            where = f"With a {vocab}-token model, batches of shape {(b, n)}, three steps of SGD(lr={LR}):"
+            got = _run_steps(train_step, base, batches, name)
+            want = _run_steps(_reference_step, base, batches)
+            if same(got[0], want[0]) and same(got[1], want[1]):
+                continue
+            for bug in ("grad_not_zeroed", "loss_on_probabilities", "loss_summed", "loss_shifted_again"):
+                variant = _run_steps(lambda *a, bug=bug: _reference_step(*a, bug=bug), base, batches)
+                if same(got[0], variant[0]) and same(got[1], variant[1]):
+                    raise fail_with(name, bug, where)
+            if not same(got[0], want[0]):
+                raise fail(name, f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, expected "
+                           f"{[round(v, 4) for v in want[0].tolist()]}.",
+                           "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all positions.")
+            raise fail(name, f"{where} the losses are right but the weights after three steps are not.",
+                       "per step: optimizer.zero_grad(), loss.backward(), optimizer.step(), once each.")
+    passed(name, f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
+
+
+# --------------------------------------------------------------------------- sample_next_token
+DRAWS = 20_000
+TOLERANCE = 0.02  # more than 5 standard errors of a frequency from 20,000 draws
+SAMPLE_LOGITS = ((1.5, 0.5, 0.0, -0.5, -2.0), (3.0, 2.0, 1.0, 0.5, 0.25))
+
+
+def _frequencies(ids, vocab):
+    return torch.bincount(ids.flatten().long().cpu(), minlength=vocab)[:vocab].double() / ids.numel()
+
+
+def check_sample_next_token(sample) -> None:
+    """Check ``sample_next_token(logits, temperature, generator)``: greedy at 0, else the
+    softmax of logits / temperature, drawn repeatably from the generator."""
+    __tracebackhide__ = True
+    name = "check_sample_next_token"
+    ensure_callable(name, sample, "a function sample_next_token(logits, temperature, generator)")
+    with preserved_rng(), torch.no_grad():
+        logits = randn(6, 9, seed=811)  # (6, 9)
+        what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
+        got = _draw(name, sample, logits, 0, 1, what)
+        got = expect_tensor_output(name, got, what, (6,))
+        if got.dtype.is_floating_point or got.dtype == torch.bool:
+            raise fail_with(name, "sample_not_ids", f"{what} returned dtype {got.dtype}.")
+        if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
+            raise fail_with(name, "greedy_not_argmax", f"For {what}:")
+        for row in SAMPLE_LOGITS:
+            for temperature in (1.0, 0.5, 2.0):
+                batch = torch.tensor(row).repeat(DRAWS, 1)  # (20000, 5): the same row many times
+                what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {list(row)}"
+                first = expect_tensor_output(name, _draw(name, sample, batch, temperature, 5, what), what, (DRAWS,))
+                second = _draw(name, sample, batch, temperature, 5, what)
+                if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
+                    raise fail_with(name, "generator_ignored", f"Two calls of {what}, each with a generator "
+                                    "seeded 5, drew different tokens.")
+                freq = _frequencies(first, len(row))
+                logits_row = torch.tensor(row, dtype=torch.float64)
+                expected = torch.softmax(logits_row / temperature, dim=-1)
+                if (freq - expected).abs().max() <= TOLERANCE:
+                    continue
+                shown = f"For {what}: the tokens came up with frequencies {[round(f, 3) for f in freq.tolist()]}, " \
+                        f"expected {[round(p, 3) for p in expected.tolist()]}."
+                variants = [("always_greedy", F.one_hot(logits_row.argmax(), len(row)).double()),
+                            ("temperature_after_softmax", torch.softmax(logits_row, dim=-1)),
+                            ("temperature_multiplied", torch.softmax(logits_row * temperature, dim=-1)),
+                            ("sample_softmax_over_batch", torch.full((len(row),), 1 / len(row), dtype=torch.float64)),
+                            ("sampled_from_logits", logits_row.clamp(min=0) / logits_row.clamp(min=0).sum())]
+                for bug, probs in variants:
+                    if (freq - probs).abs().max() <= TOLERANCE:
+                        raise fail_with(name, bug, shown)
+                raise fail(name, shown, "probs = torch.softmax(logits / temperature, dim=-1), then "
+                           "torch.multinomial(probs, num_samples=1, generator=generator).")
+    passed(name, f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
+           "draws match softmax(logits / T), and the same generator seed gives the same draws")
+
+
+def _draw(name, sample, logits, temperature, seed, what):
+    try:
+        return sample(logits.clone(), temperature, generator(seed))
+    except NotImplementedError:
+        return call(name, sample, logits, temperature, generator(seed), what=what)
+    except RuntimeError as exc:
+        text = str(exc)
+        if "probability tensor contains" in text or "invalid multinomial distribution" in text:
+            bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
+            raise fail_with(name, bug, f"{what} raised RuntimeError: {text}") from None
+        return call(name, sample, logits, temperature, generator(seed), what=what)
+    except Exception:  # noqa: BLE001 - reported in plain words by call()
+        return call(name, sample, logits, temperature, generator(seed), what=what)
+
+
+# --------------------------------------------------------------------------- attend_with_cache
+# (batch, d_in, d_out, heads, context_length, how many new tokens each call brings, seed)
+CACHE_CASES = ((2, 6, 8, 2, 10, (3, 1, 1, 2, 1), 821), (1, 4, 12, 3, 8, (1, 1, 1, 1, 1, 1, 1), 822),
+               (2, 5, 4, 1, 7, (4, 3), 823))
+
+
+def _cached_variant(attn, x, cache, bug):
+    """One cached step with one mistake switched on (what each catalogued bug computes)."""
+    b, m, _ = x.shape
+    h, hd = attn.num_heads, attn.head_dim
+
+    def split(t):
+        return t.view(b, m, h, hd).transpose(1, 2)  # (b, h, m, hd)
+
+    values = attn.W_key if bug == "cache_values_from_keys" else attn.W_value
+    q, k, v = split(attn.W_query(x)), split(attn.W_key(x)), split(values(x))  # (b, h, m, hd) each
+    old_k, old_v = cache if cache is not None else (k[:, :, :0], v[:, :, :0])
+    all_k, all_v = torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)  # (b, h, t, hd)
+    seen_k, seen_v = (old_k, old_v) if bug == "cache_attend_before_append" and cache is not None else (all_k, all_v)
+    t, past = seen_k.shape[2], all_k.shape[2] - m
+    scale = 1.0 if bug == "cache_not_scaled" else hd ** 0.5
+    scores = q @ seen_k.transpose(2, 3) / scale  # (b, h, m, t)
+    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past)
+    if bug != "cache_chunk_unmasked":
+        scores = scores.masked_fill(torch.arange(t) > rows, float("-inf"))
+    context = torch.softmax(scores, dim=-1) @ seen_v  # (b, h, m, hd)
+    merged = context.reshape(b, m, h * hd) if bug == "cache_heads_interleaved" else context.transpose(1, 2).reshape(b, m, h * hd)
+    new_cache = (k, v) if bug == "cache_not_accumulated" else (all_k, all_v)
+    return (merged if bug == "cache_no_out_proj" else attn.out_proj(merged)), new_cache
+
+
+CACHE_BUGS = ("cache_attend_before_append", "cache_not_accumulated", "cache_mask_top_left", "cache_chunk_unmasked",
+              "cache_not_scaled", "cache_values_from_keys", "cache_heads_interleaved", "cache_no_out_proj")
+
+
+def _run_cached(step, attn, x, chunks):
+    outs, cache, start = [], None, 0
+    for m in chunks:
+        out, cache = step(attn, x[:, start:start + m], cache)
+        outs.append(out)
+        start += m
+    return torch.cat(outs, dim=1)
+
+
+def check_attend_with_cache(attend_with_cache) -> None:
+    """Check ``attend_with_cache(attn, x_new, cache) -> (out, cache)`` against the full layer."""
+    __tracebackhide__ = True
+    name = "check_attend_with_cache"
+    ensure_callable(name, attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
+    from ..chapters import MultiHeadAttention  # the chapter-05 layer: the reference
+
+    with preserved_rng(), torch.no_grad():
+        for b, d_in, d_out, heads, context, chunks, seed in CACHE_CASES:
+            torch.manual_seed(seed)
+            attn = MultiHeadAttention(d_in, d_out, context, 0.0, heads).eval()
+            x = randn(b, sum(chunks), d_in, seed=seed)  # (b, n, d_in)
+            want = attn(x)  # (b, n, d_out): the whole text at once
+            where = f"With {heads} head(s), d_out={d_out}, tokens arriving {list(chunks)} per call:"
+            key_rows = []
+            hook = attn.W_key.register_forward_hook(lambda mod, inp, out: key_rows.append(out.shape[1]))
+            outs, cache, start = [], None, 0
+            try:
+                for i, m in enumerate(chunks):
+                    x_new = x[:, start:start + m].clone()
+                    what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
+                    result = call(name, attend_with_cache, attn, x_new, cache, what=what)
+                    if not torch.equal(x_new, x[:, start:start + m]):
+                        raise fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
+                    if not isinstance(result, (tuple, list)) or len(result) != 2:
+                        raise fail_with(name, "cache_not_returned", f"{what} returned {type(result).__name__}.")
+                    out, cache = result
+                    outs.append(expect_tensor_output(name, out, f"the output of {what}", (b, m, d_out)))
+                    start += m
+            finally:
+                hook.remove()
+            got = torch.cat(outs, dim=1)
+            if not same(got, want):
+                for bug in CACHE_BUGS:
+                    if same(got, _run_cached(lambda *a, bug=bug: _cached_variant(*a, bug), attn, x, chunks)):
+                        raise fail_with(name, bug, where)
+                first = int((got - want).abs().amax(dim=(0, 2)).gt(1e-4).nonzero()[0])
+                raise fail(name, f"{where} the outputs differ from the full layer's, first at token {first}.",
+                           "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
+                           "with rows past .. past + m - 1 of attn.mask.")
+            if key_rows != list(chunks):
+                raise fail_with(name, "cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
+    passed(name, f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 tokens, "
+           "then one or more at a time), projecting only the new tokens")
+
