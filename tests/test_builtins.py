@@ -8,12 +8,12 @@ Chapter 06 claims two equalities (dropout off):
   query, key and value matrices (in that order) and ``attn_mask`` is True where attention
   is *forbidden*.
 
-An inverted mask must be detected as unequal, for both built-ins.
+An inverted mask must be detected as unequal, for both built-ins. The helpers are chapter 06's
+own exported functions (``cu.chapters``), so these tests check the chapter's claims directly.
 """
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import course_utils as cu
@@ -33,47 +33,29 @@ IDS = [f"b{b}-n{n}-d{d}-h{h}-ctx{c}-bias{q}" for b, n, d, h, c, q in SHAPES]
 
 def _build(batch, n, d, heads, context, qkv_bias, dropout=0.0, seed=0):
     torch.manual_seed(seed)
-    ours = cu.models.MultiHeadAttention(d, d, context, dropout, heads, qkv_bias=qkv_bias).eval()
+    ours = cu.chapters.MultiHeadAttention(d, d, context, dropout, heads, qkv_bias=qkv_bias).eval()
     x = torch.randn(batch, n, d)                               # (b, n, d)
     return ours, x
 
 
 def _projections(ours, x):
-    b, n, _ = x.shape
-
-    def split(t):                                              # (b, n, d) -> (b, h, n, hd)
-        return t.view(b, n, ours.num_heads, ours.head_dim).transpose(1, 2)
-
-    return split(ours.W_query(x)), split(ours.W_key(x)), split(ours.W_value(x))
-
-
-def _finish(ours, context):
-    b, h, n, hd = context.shape
-    merged = context.transpose(1, 2).reshape(b, n, h * hd)    # (b, n, d)
-    return ours.out_proj(merged)
+    split = cu.chapters.split_heads                            # (b, n, d) -> (b, h, n, hd)
+    return (split(ours.W_query(x), ours.num_heads), split(ours.W_key(x), ours.num_heads),
+            split(ours.W_value(x), ours.num_heads))
 
 
 def _sdpa(ours, x, **kwargs):
-    q, k, v = _projections(ours, x)
-    return _finish(ours, F.scaled_dot_product_attention(q, k, v, **kwargs))
+    return cu.chapters.attention_via_sdpa(ours, x, **kwargs)  # chapter 06's claim, tested here
 
 
 def _torch_mha_copy(ours):
-    d, heads = ours.d_out, ours.num_heads
-    theirs = nn.MultiheadAttention(d, heads, batch_first=True).eval()
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat(
-            [ours.W_query.weight, ours.W_key.weight, ours.W_value.weight], dim=0))
-        if ours.W_query.bias is not None:
-            theirs.in_proj_bias.copy_(torch.cat(
-                [ours.W_query.bias, ours.W_key.bias, ours.W_value.bias], dim=0))
-        theirs.out_proj.weight.copy_(ours.out_proj.weight)
-        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+    theirs = nn.MultiheadAttention(ours.out_proj.out_features, ours.num_heads, batch_first=True).eval()
+    cu.chapters.copy_into_torch_mha(ours, theirs)
     return theirs
 
 
 def _forbidden(n):
-    return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)   # True = future
+    return cu.chapters.torch_mha_mask(n)                       # (n, n): True = future
 
 
 def _close(a, b):

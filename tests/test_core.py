@@ -106,18 +106,6 @@ def test_expect_tensor_messages_say_expected_and_given():
         expect_int(True, "n")
 
 
-def test_models_reject_bad_input_with_both_numbers():
-    layer = cu.models.CausalAttention(3, 2, context_length=4, dropout=0.0)
-    with pytest.raises(cu.CourseInputError, match=r"x has 6 tokens, but .*context_length=4"):
-        layer(torch.zeros(1, 6, 3))
-    with pytest.raises(cu.CourseInputError, match=r"d_in=3 features .* \(5 features\)"):
-        layer(torch.zeros(1, 2, 5))
-    with pytest.raises(cu.CourseInputError, match=r"3-d tensor, but got a 2-d"):
-        layer(torch.zeros(2, 3))
-    with pytest.raises(cu.CourseInputError, match=r"d_out=6 and num_heads=4 \(remainder 2\)"):
-        cu.models.MultiHeadAttention(3, 6, 4, 0.0, num_heads=4)
-
-
 def test_lazy_submodules_and_unknown_attribute():
     assert cu.checks.CheckFailure.__mro__[1] is AssertionError
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
