@@ -30,12 +30,13 @@ from pathlib import Path
 import nbformat
 
 from course_utils import config
-from tools import export
+from tools import attachments, export
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 EXERCISES = ROOT / "notebooks"
 CHAPTERS = ROOT / "course_utils" / export.PACKAGE
+FIGURES = ROOT / "figures"
 
 BEGIN_CODE = "### BEGIN SOLUTION"
 END_CODE = "### END SOLUTION"
@@ -117,12 +118,12 @@ def _strip_cell(cell) -> None:
     if cell.cell_type == "code":
         cell.outputs = []
         cell.execution_count = None
-    cell.pop("attachments", None)
 
 
-def make_exercise(solution, filename: str):
+def make_exercise(solution, filename: str, figures: Path = FIGURES):
     """Return the exercise version of a solution notebook (the input is not changed)."""
     nb = copy.deepcopy(solution)
+    attachments.embed(nb, figures, f"solutions/{filename}")
     cells = []
     for index, cell in enumerate(nb.cells):
         if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
@@ -223,8 +224,15 @@ def generate_exercises(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES,
     for path in chapter_files(solutions):
         if names and path.name not in names:
             continue
+        from tools import nbgrader_meta  # nbgrader cell metadata into the solution (issue 12)
+
+        nbgrader_meta.apply_to_file(path)
+        nb = read(path)
+        if attachments.embed(nb, FIGURES, f"solutions/{path.name}") and dumps(nb) != dumps(read(path)):
+            write(nb, path)  # only image references and attachments of markdown cells change
+            written.append(path)
         target = exercises / path.name
-        write(make_exercise(read(path), path.name), target)
+        write(make_exercise(nb, path.name), target)
         written.append(target)
     return written
 
@@ -238,6 +246,15 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
         set_headers(fresh, "solutions", path.name)
         if dumps(fresh) != dumps(nb):
             problems.append(f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)")
+        embedded = copy.deepcopy(nb)
+        attachments.embed(embedded, FIGURES, f"solutions/{path.name}")
+        if dumps(embedded) != dumps(nb):
+            problems.append(f"solutions/{path.name} (figures not embedded or differ from figures/: "
+                            "run `make exercises`)")
+        from tools import nbgrader_meta
+
+        if nbgrader_meta.is_stale(nb, path.name):
+            problems.append(f"solutions/{path.name} (nbgrader metadata out of date: run `make exercises`)")
         target = exercises / path.name
         wanted = dumps(make_exercise(nb, path.name))
         if not target.exists() or target.read_text(encoding="utf-8") != wanted:

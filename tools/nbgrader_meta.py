@@ -1,0 +1,318 @@
+"""nbgrader cell metadata for the solution notebooks, derived from what the notebooks already say.
+
+`make exercises` calls :func:`apply` on every solution, and `python -m tools.nbtools check`
+reports a solution whose metadata differs from a fresh derivation (:func:`is_stale`). Nothing
+here is maintained by hand, and running it twice gives the same notebook.
+
+Which cell gets what (nbgrader schema version 3):
+
+* a code cell holding ``### BEGIN SOLUTION`` is an *autograded answer*
+  (``solution: true, grade: false``); its ``grade_id`` is ``chNN_<name>``, where ``<name>`` is
+  the first function or class the cell defines, else the last variable it assigns;
+* a cell tagged ``self-check`` is an *autograder test* (``grade: true, locked: true``, POINTS_PER_CHECK
+  points); its ``grade_id`` is ``chNN_<check name>`` (``chNN_<check>__<argument>`` when the same
+  check is called by more than one cell of the notebook);
+* a markdown cell holding ``<!-- BEGIN ANSWER -->`` is a *manually graded answer*
+  (``solution: true, grade: true``, POINTS_PER_ANSWER points per answer region in the cell);
+  its ``grade_id`` is ``chNN_answer_<heading>_<label>`` from the nearest heading above its first
+  answer and the last question label (``**Q1.**``, ``**a)**``, ``**Question.**``) before it;
+* a code cell that defines (``def``/``class``) a name some later exercise cell uses is
+  *read-only* (``locked: true``): nbgrader restores it before grading, so the exercise is graded
+  against the code the chapter gave (``chNN_given_<name>``);
+* every other cell carries no nbgrader metadata (stale metadata is removed).
+
+Ids never depend on a cell's position. nbgrader must be told our markdown markers and stub
+(:data:`NBGRADER_CONFIG`): its ``ClearSolutions`` replaces only the lines between a line
+containing ``begin_solution_delimeter`` and one containing ``end_solution_delimeter`` (the same
+two strings for code and markdown), so the question text around an answer stays visible.
+
+Command line (run from the repository root)::
+
+    python -m tools.nbgrader_meta course DIR [--assignment NAME]   # a ready nbgrader course
+    python -m tools.nbgrader_meta points                           # points per chapter
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import re
+from pathlib import Path
+
+import nbformat
+
+from tools import nbtools
+
+SCHEMA_VERSION = 3
+POINTS_PER_CHECK = 1
+POINTS_PER_ANSWER = 2
+SELF_CHECK_TAG = "self-check"
+KEY = "nbgrader"
+
+NBGRADER_CONFIG = '''\
+# nbgrader configuration for the "Attention from Scratch" course (written by tools/nbgrader_meta.py).
+c = get_config()  # noqa: F821 - provided by nbgrader
+c.CourseDirectory.course_id = "attention-from-scratch"
+c.CourseDirectory.db_assignments = [dict(name="{assignment}")]
+c.CourseDirectory.db_students = [{students}]
+# One pair of delimiters matches both answer markers of the course:
+# "### BEGIN SOLUTION" in code cells and "<!-- BEGIN ANSWER -->" in markdown cells.
+c.ClearSolutions.begin_solution_delimeter = " BEGIN "
+c.ClearSolutions.end_solution_delimeter = " END "
+# The same stubs as the course's own exercise notebooks (notebooks/).
+c.ClearSolutions.code_stub = dict(python="# YOUR CODE HERE\\nraise NotImplementedError()")
+c.ClearSolutions.text_stub = "*YOUR ANSWER HERE*"
+# Chapter 07 times a few implementations; give slow machines room.
+c.Execute.timeout = 300
+'''
+DELIMITERS = (" BEGIN ", " END ")  # what NBGRADER_CONFIG sets; a test checks no other line matches
+
+
+class MetaError(ValueError):
+    """A notebook cannot be given nbgrader metadata (e.g. an exercise with no name)."""
+
+
+def chapter_id(filename: str) -> str:
+    """``"04_dropout.ipynb"`` -> ``"ch04"``."""
+    match = re.match(r"(\d\d)_", Path(filename).name)
+    if not match:
+        raise MetaError(f"{filename}: chapter notebooks are named NN_topic.ipynb")
+    return f"ch{match.group(1)}"
+
+
+def _slug(text: str, words: int = 6) -> str:
+    parts = re.findall(r"[a-z0-9]+", text.lower())
+    return "_".join(parts[:words])
+
+
+def _lines(cell) -> list[str]:
+    return [line.strip() for line in cell.source.split("\n")]
+
+
+def _is_exercise(cell) -> bool:
+    return cell.cell_type == "code" and nbtools.BEGIN_CODE in _lines(cell)
+
+
+def _answer_count(cell) -> int:
+    return _lines(cell).count(nbtools.BEGIN_ANSWER) if cell.cell_type == "markdown" else 0
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.metadata.get("tags", []))
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return ast.parse(source)
+    except SyntaxError:  # IPython magics and the like: such a cell gets no derived name
+        return None
+
+
+def _defined(tree: ast.Module | None) -> list[str]:
+    """Functions and classes defined at the top level of a cell, in order."""
+    if tree is None:
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def _assigned(tree: ast.Module | None) -> list[str]:
+    """Variables assigned outside functions and classes (also inside with/for/if blocks)."""
+    names: list[str] = []
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names.extend(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, []) or [])
+
+    if tree is not None:
+        visit(tree.body)
+    return names
+
+
+def _used(tree: ast.Module | None) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} if tree is not None else set()
+
+
+_CHECK_CALL = re.compile(r"cu\.checks\.(check_\w+)\(\s*([A-Za-z_][\w.]*)?")
+_HEADING = re.compile(r"^#{1,6}\s+(.*)$")
+_LABEL = re.compile(r"\*\*([^*]{1,40})\*\*")
+_QUESTION_LABEL = re.compile(r"^(Q?\d+[.)]?|[a-z]\)|Question\.?)$")
+
+
+def _answer_question(cells, index: int) -> tuple[str, str]:
+    """(nearest heading above the cell's first answer, the last question label before it)."""
+    first = cells[index].source.split(nbtools.BEGIN_ANSWER)[0]
+    labels = [label for label in _LABEL.findall(first) if _QUESTION_LABEL.match(label.strip())][-1:]
+    texts = [first] + [c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"]
+    for text in texts:
+        headings = [m.group(1) for line in text.split("\n") if (m := _HEADING.match(line.strip()))]
+        if headings:
+            return headings[-1], labels[0] if labels else ""
+    return "", labels[0] if labels else ""
+
+
+def _meta(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": SCHEMA_VERSION,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = points
+    return meta
+
+
+def derive(nb, chapter: str) -> list[dict | None]:
+    """The nbgrader metadata each cell of a solution notebook should carry (None: none)."""
+    cells = nb.cells
+    trees = [_parse(c.source) if c.cell_type == "code" else None for c in cells]
+    wanted: list[dict | None] = [None] * len(cells)
+    ids: dict[str, int] = {}
+
+    def claim(index: int, grade_id: str) -> str:
+        if grade_id in ids:
+            raise MetaError(f"{chapter}: cells {ids[grade_id]} and {index} would both get the nbgrader "
+                            f"id {grade_id!r}; rename one of the functions, classes or questions")
+        ids[grade_id] = index
+        return grade_id
+
+    check_calls = {i: _CHECK_CALL.findall(c.source) for i, c in enumerate(cells)
+                   if SELF_CHECK_TAG in _tags(c)}
+    check_use: dict[str, int] = {}
+    for calls in check_calls.values():
+        for name in {name for name, _ in calls}:
+            check_use[name] = check_use.get(name, 0) + 1
+
+    for index, cell in enumerate(cells):
+        if nbtools.SOLUTION_ONLY_TAG in _tags(cell):
+            continue
+        if _is_exercise(cell):
+            names = _defined(trees[index]) or _assigned(trees[index])[-1:]
+            if not names:
+                raise MetaError(f"{chapter}, cell {index}: an exercise cell must define a function or "
+                                "class or assign a variable, so that its nbgrader id has a name")
+            wanted[index] = _meta(claim(index, f"{chapter}_{names[0]}"), solution=True, grade=False,
+                                  locked=False)
+        elif index in check_calls:
+            calls = check_calls[index]
+            if not calls:
+                raise MetaError(f"{chapter}, cell {index}: a self-check cell must call cu.checks.check_...")
+            parts = []
+            for name, argument in calls:
+                repeated = check_use[name] > 1 and argument
+                parts.append(f"{name}__{argument.replace('.', '_')}" if repeated else name)
+            wanted[index] = _meta(claim(index, f"{chapter}_{'_'.join(parts)}"), solution=False, grade=True,
+                                  locked=True, points=POINTS_PER_CHECK * len(calls))
+        elif count := _answer_count(cell):
+            heading, label = _answer_question(cells, index)
+            grade_id = "_".join(p for p in (f"{chapter}_answer", _slug(heading), _slug(label)) if p)
+            wanted[index] = _meta(claim(index, grade_id), solution=True, grade=True, locked=False,
+                                  points=POINTS_PER_ANSWER * count)
+
+    # Read-only teaching cells: definitions that a *later* exercise builds on.
+    for index, cell in enumerate(cells):
+        if wanted[index] is not None or cell.cell_type != "code" or nbtools.SOLUTION_ONLY_TAG in _tags(cell):
+            continue
+        later = set().union(*(_used(trees[j]) for j in range(index + 1, len(cells)) if _is_exercise(cells[j])))
+        given = [name for name in _defined(trees[index]) if name in later]
+        if given:
+            wanted[index] = _meta(claim(index, f"{chapter}_given_{given[0]}"), solution=False, grade=False,
+                                  locked=True)
+    return wanted
+
+
+def apply(nb, chapter: str) -> bool:
+    """Write the derived metadata into ``nb`` in place; True when anything changed."""
+    changed = False
+    for cell, meta in zip(nb.cells, derive(nb, chapter)):
+        current = cell.metadata.get(KEY)
+        if meta is None and current is not None:
+            del cell.metadata[KEY]
+            changed = True
+        elif meta is not None and current != meta:
+            cell.metadata[KEY] = nbformat.NotebookNode(meta)
+            changed = True
+    return changed
+
+
+def is_stale(nb, filename: str) -> bool:
+    """True when ``nb``'s nbgrader metadata differs from a fresh derivation."""
+    return apply(copy.deepcopy(nb), chapter_id(filename))
+
+
+def apply_to_file(path: Path) -> bool:
+    """Update one solution notebook on disk; True when it was rewritten."""
+    nb = nbtools.read(path)
+    if not apply(nb, chapter_id(path.name)):
+        return False
+    nbtools.write(nb, path)
+    return True
+
+
+def points(nb, filename: str) -> dict[str, int]:
+    """Points of a notebook: {"auto": autograded self-checks, "manual": written answers}."""
+    total = {"auto": 0, "manual": 0}
+    for cell, meta in zip(nb.cells, derive(nb, chapter_id(filename))):
+        if meta and meta["grade"]:
+            total["manual" if cell.cell_type == "markdown" else "auto"] += meta["points"]
+    return total
+
+
+def source_notebook(solution, filename: str):
+    """The notebook an instructor puts into nbgrader's ``source/`` folder.
+
+    A copy of the solution with its metadata, without ``solution-only`` cells (nbgrader does not
+    know that tag), and with the Colab badge pointing at the exercise notebook rather than the
+    solution, so that nbgrader's release equals ``notebooks/`` cell by cell.
+    """
+    nb = copy.deepcopy(solution)
+    nb.cells = [c for c in nb.cells if nbtools.SOLUTION_ONLY_TAG not in _tags(c)]
+    apply(nb, chapter_id(filename))
+    nbtools.set_headers(nb, "notebooks", filename)
+    return nb
+
+
+def make_course(course: Path, assignment: str = "attention", students: tuple[str, ...] = (),
+                solutions: Path | None = None) -> list[Path]:
+    """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``."""
+    solutions = nbtools.SOLUTIONS if solutions is None else solutions
+    source = Path(course) / "source" / assignment
+    source.mkdir(parents=True, exist_ok=True)
+    listed = ", ".join(f'dict(id="{s}")' for s in students)
+    (Path(course) / "nbgrader_config.py").write_text(
+        NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8")
+    written = []
+    for path in nbtools.chapter_files(solutions):
+        target = source / path.name
+        nbtools.write(source_notebook(nbtools.read(path), path.name), target)
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_meta", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    course = sub.add_parser("course", help="create an nbgrader course directory from solutions/")
+    course.add_argument("directory", type=Path)
+    course.add_argument("--assignment", default="attention")
+    sub.add_parser("points", help="print the points of every chapter")
+    args = parser.parse_args(argv)
+    if args.command == "course":
+        for path in make_course(args.directory, args.assignment):
+            print(f"wrote {path}")
+        print(f"wrote {args.directory / 'nbgrader_config.py'}")
+    else:
+        print("| chapter | self-checks (autograded) | written answers (manual) |\n|---|---:|---:|")
+        for path in nbtools.chapter_files():
+            got = points(nbtools.read(path), path.name)
+            print(f"| {path.stem} | {got['auto']} | {got['manual']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

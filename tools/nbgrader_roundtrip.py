@@ -1,0 +1,204 @@
+"""The real nbgrader round trip over every chapter: `make test-nbgrader` runs this file.
+
+``python3 tools/nbgrader_roundtrip.py`` (the Makefile's command) needs only the standard
+library: it creates ``.venv-nbgrader`` (nbgrader 0.9.6 plus the course's tested versions; kept
+apart from ``.venv`` because nbgrader pulls in about a hundred packages), makes the course
+importable there, and runs ``tests/nbgrader/`` with pytest inside it. The tests call the
+functions below, which build a throwaway nbgrader course from ``solutions/`` and drive the
+``nbgrader`` commands an instructor would type:
+
+1. ``generate_assignment``: the release notebooks (compared cell by cell with ``notebooks/``);
+2. ``autograde`` of three students: ``complete`` (the solutions), ``blank`` (the release
+   notebooks untouched) and ``buggy`` (the solutions with one known bug per chapter, from
+   :data:`BUGS`);
+3. ``generate_feedback``, whose HTML must show the self-check's diagnosis.
+
+Scores are read with ``nbgrader.api.Gradebook``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv-nbgrader"
+NBGRADER = "nbgrader==0.9.6"
+ASSIGNMENT = "attention"
+STUDENTS = ("complete", "blank", "buggy")
+STUB_MESSAGE = "the exercise stub is still in place"
+
+
+@dataclass(frozen=True)
+class Bug:
+    """A known mistake planted in one exercise cell of a chapter (by editing its text)."""
+
+    exercise: str  # grade_id of the exercise cell (tools.nbgrader_meta names it)
+    old: str
+    new: str
+    words: tuple[str, ...]  # the check's diagnosis must mention each (case-insensitive)
+    what: str
+
+
+BUGS = {
+    "ch01": Bug("ch01_softmax_stable", "exps / exps.sum(dim=-1, keepdim=True)",
+                "exps / exps.sum(dim=0, keepdim=True)", ("dim",), "softmax normalised over dim=0"),
+    "ch02": Bug("ch02_SelfAttentionBatched", "scores_b / k.shape[-1] ** 0.5", "scores_b",
+                ("scal",), "scores not scaled by sqrt(d_k)"),
+    "ch03": Bug("ch03_mask_after_softmax", "return probs / probs.sum(dim=-1, keepdim=True)",
+                "return probs", ("renormalis",), "masked weights not renormalised"),
+    "ch04": Bug("ch04_CausalAttention", "self.mask[:n_tokens, :n_tokens]", "self.mask",
+                ("mask",), "mask not sliced to the input length"),
+    "ch05": Bug("ch05_MultiHeadAttentionWrapper", "torch.cat(per_head, dim=-1)", "torch.stack(per_head, dim=-1).sum(dim=-1)",
+                ("head",), "heads summed instead of concatenated"),
+    "ch06": Bug("ch06_SlidingWindowDataset", "ids[s + 1 : s + 1 + context_length]", "ids[s : s + context_length]",
+                ("target",), "targets not shifted by one token"),
+    "ch07": Bug("ch07_blockwise_causal_attention", "acc = acc * shrink + p @ v_blk", "acc = acc + p @ v_blk",
+                (), "running sums not rescaled when the maximum grows"),
+}
+"""One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
+
+
+# ----------------------------------------------------------------------------- the venv (stdlib only)
+def venv_python() -> Path:
+    return VENV / "bin" / "python"
+
+
+def ensure_venv() -> Path:
+    """Create or refresh .venv-nbgrader when requirements or constraints changed."""
+    inputs = [NBGRADER] + [(ROOT / name).read_text(encoding="utf-8") for name in ("requirements.txt", "constraints.txt")]
+    wanted = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
+    stamp = VENV / ".installed"
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == wanted:
+        return venv_python()
+    if not venv_python().exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    print(f"Installing {NBGRADER} and the course's requirements into {VENV.name} ...", flush=True)
+    subprocess.run([str(venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    NBGRADER, "-r", "requirements.txt", "-c", "constraints.txt"], check=True, cwd=ROOT)
+    subprocess.run([str(venv_python()), "-c",
+                    "import sysconfig, pathlib, sys; pathlib.Path(sysconfig.get_paths()['purelib'], "
+                    "'course_utils.pth').write_text(sys.argv[1] + '\\n')", str(ROOT)], check=True)
+    stamp.write_text(wanted, encoding="utf-8")
+    return venv_python()
+
+
+def nbgrader_env() -> dict[str, str]:
+    """The environment nbgrader needs: its venv's bin/ first on PATH (it runs `alembic`)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def main() -> int:
+    python = ensure_venv()
+    env = dict(os.environ, COURSE_NBGRADER_TESTS="1", PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run([str(python), "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/nbgrader"],
+                          cwd=ROOT, env=env).returncode
+
+
+# ----------------------------------------------------------------------------- the round trip
+def nbgrader(course: Path, *args: str) -> float:
+    """Run one nbgrader command in the course directory; return its wall-clock seconds."""
+    start = time.perf_counter()
+    done = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), *args], cwd=course,
+                          env=nbgrader_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return time.perf_counter() - start
+
+
+def plant_bug(nb, filename: str):
+    """Return (notebook with one known bug, Bug or None when the first exercise was emptied instead)."""
+    from tools import nbgrader_meta
+
+    chapter = nbgrader_meta.chapter_id(filename)
+    bug = BUGS.get(chapter)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("solution") or cell.cell_type != "code":
+            continue
+        if bug is None:
+            cell.source = _stub_regions(cell.source)
+            return nb, None
+        if meta.get("grade_id") == bug.exercise:
+            if bug.old not in cell.source:
+                raise AssertionError(f"{filename}: the planted bug no longer applies ({bug.old!r} is not in "
+                                     f"{bug.exercise}); update BUGS in tools/nbgrader_roundtrip.py")
+            cell.source = cell.source.replace(bug.old, bug.new, 1)
+            return nb, bug
+    raise AssertionError(f"{filename}: no exercise cell {bug.exercise if bug else ''} to plant a bug in")
+
+
+def _stub_regions(source: str) -> str:
+    from tools import nbtools
+
+    out, inside = [], False
+    for line in source.split("\n"):
+        if line.strip() == nbtools.BEGIN_CODE:
+            indent = line[: len(line) - len(line.lstrip())]
+            out.extend(indent + s for s in nbtools.CODE_STUB)
+            inside = True
+        elif line.strip() == nbtools.END_CODE:
+            inside = False
+        elif not inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+@dataclass
+class RoundTrip:
+    course: Path
+    notebooks: list[str]
+    seconds: dict[str, float]
+    bugs: dict[str, Bug | None]
+
+
+def run(course: Path) -> RoundTrip:
+    """Build the course in ``course`` (an empty folder) and run every nbgrader step."""
+    from tools import nbgrader_meta, nbtools
+
+    course = Path(course)
+    sources = nbgrader_meta.make_course(course, ASSIGNMENT, STUDENTS)
+    names = [p.name for p in sources]
+    seconds = {"generate_assignment": nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")}
+    bugs: dict[str, Bug | None] = {}
+    for student in STUDENTS:
+        folder = course / "submitted" / student / ASSIGNMENT
+        folder.mkdir(parents=True)
+        for name in names:
+            if student == "blank":
+                shutil.copy(course / "release" / ASSIGNMENT / name, folder / name)
+                continue
+            nb = nbtools.read(course / "source" / ASSIGNMENT / name)
+            if student == "buggy":
+                nb, bugs[name] = plant_bug(nb, name)
+            nbtools.write(nb, folder / name)
+        seconds[f"autograde {student}"] = nbgrader(course, "autograde", ASSIGNMENT, "--student", student, "--force")
+    for student in ("blank", "buggy"):
+        seconds[f"generate_feedback {student}"] = nbgrader(course, "generate_feedback", ASSIGNMENT,
+                                                           "--student", student, "--force")
+    return RoundTrip(course, names, seconds, bugs)
+
+
+def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """{notebook: {grade_id: (score, max_score)}} of the autograded (code) cells of one student."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
+            out[notebook.name] = {g.name: (float(g.score), float(g.max_score))
+                                  for g in notebook.grades if g.cell_type == "code"}
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
