@@ -23,7 +23,7 @@ def window_cut_short(n_queries, n_keys, window, device=None):
 
 
 def window_one_too_many(n_queries, n_keys, window, device=None):
-    # Mistral's window off by one in a widely used library: `<=` where the model was trained with `<`.
+    # huggingface/transformers#29623: Mistral's Flash Attention path saw window + 1 keys (also ml-explore/mlx-lm#390).
     d = _distance(n_queries, n_keys, device)
     return (d >= 0) & (d <= window)
 
