@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-browser exercises solutions headers \
+.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
         figures bench test-compat lint clean
 
 help: ## list the targets
@@ -40,6 +40,9 @@ test-unit: $(STAMP) ## unit tests only (fast)
 test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium (installs chromium, playwright)
 	@sh tests/browser/ensure_browser.sh $(PY)
 	COURSE_BROWSER_TESTS=1 $(PY) -m pytest -v -s tests/browser
+
+test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
+	$(PYTHON) tools/nbgrader_roundtrip.py
 
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions

@@ -265,13 +265,16 @@ def points(nb, filename: str) -> dict[str, int]:
 def source_notebook(solution, filename: str):
     """The notebook an instructor puts into nbgrader's ``source/`` folder.
 
-    A copy of the solution with its metadata, without ``solution-only`` cells (nbgrader does not
-    know that tag), and with the Colab badge pointing at the exercise notebook rather than the
-    solution, so that nbgrader's release equals ``notebooks/`` cell by cell.
+    A copy of the solution with its metadata and embedded figures, without ``solution-only`` cells
+    (nbgrader does not know that tag), and with the Colab badge pointing at the exercise notebook
+    rather than the solution, so that nbgrader's release equals ``notebooks/`` cell by cell.
     """
+    from tools import attachments
+
     nb = copy.deepcopy(solution)
     nb.cells = [c for c in nb.cells if nbtools.SOLUTION_ONLY_TAG not in _tags(c)]
     apply(nb, chapter_id(filename))
+    attachments.embed(nb, nbtools.FIGURES, f"solutions/{filename}")  # figures travel with the notebook
     nbtools.set_headers(nb, "notebooks", filename)
     return nb
 

@@ -42,25 +42,23 @@ class Bug:
     exercise: str  # grade_id of the exercise cell (tools.nbgrader_meta names it)
     old: str
     new: str
-    words: tuple[str, ...]  # the check's diagnosis must mention each (case-insensitive)
-    what: str
+    mistake: str  # the id in course_utils/checks/mistakes.py that the self-check must name
 
 
 BUGS = {
-    "ch01": Bug("ch01_softmax_stable", "exps / exps.sum(dim=-1, keepdim=True)",
-                "exps / exps.sum(dim=0, keepdim=True)", ("dim",), "softmax normalised over dim=0"),
-    "ch02": Bug("ch02_SelfAttentionBatched", "scores_b / k.shape[-1] ** 0.5", "scores_b",
-                ("scal",), "scores not scaled by sqrt(d_k)"),
-    "ch03": Bug("ch03_mask_after_softmax", "return probs / probs.sum(dim=-1, keepdim=True)",
-                "return probs", ("renormalis",), "masked weights not renormalised"),
-    "ch04": Bug("ch04_CausalAttention", "self.mask[:n_tokens, :n_tokens]", "self.mask",
-                ("mask",), "mask not sliced to the input length"),
-    "ch05": Bug("ch05_MultiHeadAttentionWrapper", "torch.cat(per_head, dim=-1)", "torch.stack(per_head, dim=-1).sum(dim=-1)",
-                ("head",), "heads summed instead of concatenated"),
+    "ch01": Bug("ch01_softmax_stable", "torch.exp(x - x.max(dim=-1, keepdim=True).values)", "torch.exp(x)",
+                "softmax_overflow"),
+    "ch02": Bug("ch02_SelfAttentionBatched", "scores_b / k.shape[-1] ** 0.5", "scores_b", "no_scaling"),
+    "ch03": Bug("ch03_mask_after_softmax", "return probs / probs.sum(dim=-1, keepdim=True)", "return probs",
+                "no_renormalise"),
+    "ch04": Bug("ch04_CausalAttention", "self.mask[:n_tokens, :n_tokens]", "self.mask", "mask_not_sliced"),
+    "ch05": Bug("ch05_MultiHeadAttention", "self.mask[:n, :n]", "self.mask", "mask_not_sliced"),
     "ch06": Bug("ch06_SlidingWindowDataset", "ids[s + 1 : s + 1 + context_length]", "ids[s : s + context_length]",
-                ("target",), "targets not shifted by one token"),
-    "ch07": Bug("ch07_blockwise_causal_attention", "acc = acc * shrink + p @ v_blk", "acc = acc + p @ v_blk",
-                (), "running sums not rescaled when the maximum grows"),
+                "targets_not_shifted"),
+    "ch07": Bug("ch07_blockwise_causal_attention", "shrink = torch.exp(best - new_best)",
+                "shrink = torch.ones_like(best)", "online_no_rescale"),
+    "ch09": Bug("ch09_repeat_kv", "kv.repeat_interleave(n_rep, dim=1)", "kv.repeat(1, n_rep, 1, 1)",
+                "gqa_repeat_not_interleave"),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
 
@@ -100,7 +98,7 @@ def nbgrader_env() -> dict[str, str]:
 def main() -> int:
     python = ensure_venv()
     env = dict(os.environ, COURSE_NBGRADER_TESTS="1", PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(python), "-m", "pytest", "-v", "-p", "no:cacheprovider", "tests/nbgrader"],
+    return subprocess.run([str(python), "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "tests/nbgrader"],
                           cwd=ROOT, env=env).returncode
 
 

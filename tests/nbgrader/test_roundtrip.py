@@ -1,0 +1,130 @@
+"""The real nbgrader round trip over every chapter (`make test-nbgrader`; skipped elsewhere).
+
+One module-scoped run builds a course from solutions/, generates the release, autogrades three
+students (complete, blank, buggy) and writes feedback; see tools/nbgrader_roundtrip.py.
+"""
+
+import html
+import os
+import re
+
+import pytest
+
+from tools import nbgrader_meta, nbtools
+from tools import nbgrader_roundtrip as rt
+
+pytestmark = pytest.mark.skipif(os.environ.get("COURSE_NBGRADER_TESTS") != "1",
+                                reason="needs nbgrader in .venv-nbgrader: run `make test-nbgrader`")
+
+
+@pytest.fixture(scope="module")
+def trip(tmp_path_factory):
+    result = rt.run(tmp_path_factory.mktemp("course"))
+    print("\nnbgrader wall-clock seconds on this machine: "
+          + ", ".join(f"{step} {seconds:.0f}" for step, seconds in result.seconds.items()))
+    return result
+
+
+@pytest.fixture(scope="module")
+def scores(trip):
+    return {student: rt.grades(trip.course, student) for student in rt.STUDENTS}
+
+
+def _failed(grades):
+    return {nb: {gid for gid, (score, top) in cells.items() if score < top} for nb, cells in grades.items()}
+
+
+def _plain(text: str) -> str:
+    """HTML or notebook text as plain words: tags and ANSI colours removed, whitespace collapsed."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+    return " ".join(text.split())
+
+
+def _feedback(trip, student, name):
+    return _plain((trip.course / "feedback" / student / rt.ASSIGNMENT / name.replace(".ipynb", ".html")).read_text())
+
+
+def _check_after(trip, name, exercise_id):
+    """grade_id of the self-check cell that follows the exercise cell ``exercise_id``."""
+    cells = nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name).cells
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in cells]
+    return ids[ids.index(exercise_id) + 1]
+
+
+def _planted(trip, name):
+    """(exercise grade_id, Bug or None) of the buggy student's notebook."""
+    bug = trip.bugs[name]
+    if bug is not None:
+        return bug.exercise, bug
+    cells = nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name).cells
+    first = next(c for c in cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    return first.metadata["nbgrader"]["grade_id"], None
+
+
+def test_every_chapter_is_in_the_assignment(trip):
+    assert trip.notebooks == [p.name for p in nbtools.chapter_files()]
+    assert len(trip.notebooks) >= 7
+
+
+def test_release_equals_our_exercise_notebooks_cell_by_cell(trip):
+    for name in trip.notebooks:
+        release = nbtools.read(trip.course / "release" / rt.ASSIGNMENT / name)
+        ours = nbtools.make_exercise(nbtools.read(nbtools.SOLUTIONS / name), name)
+        assert len(release.cells) == len(ours.cells), name
+        for index, (theirs, mine) in enumerate(zip(release.cells, ours.cells)):
+            assert (theirs.cell_type, theirs.source) == (mine.cell_type, mine.source), f"{name}, cell {index}"
+            assert dict(theirs.get("attachments") or {}) == dict(mine.get("attachments") or {}), f"{name}, cell {index}"
+            if theirs.cell_type == "code":
+                assert theirs.outputs == [] and theirs.execution_count is None
+
+
+def test_solutions_get_full_marks(trip, scores):
+    for name, cells in scores["complete"].items():
+        assert cells, f"{name} has no autograded cell"
+        lost = {gid: score for gid, (score, top) in cells.items() if score < top}
+        assert not lost, f"the solution of {name} loses points in {sorted(lost)}"
+
+
+def test_release_notebooks_get_zero_with_the_stub_message(trip, scores):
+    for name, cells in scores["blank"].items():
+        assert sum(score for score, _ in cells.values()) == 0, name
+        assert rt.STUB_MESSAGE in _feedback(trip, "blank", name), name
+
+
+def test_one_known_bug_per_chapter_costs_exactly_its_check(trip, scores):
+    complete, buggy = _failed(scores["complete"]), _failed(scores["buggy"])
+    total = top = 0
+    for name, cells in scores["buggy"].items():
+        exercise, _ = _planted(trip, name)
+        assert buggy[name] == complete[name] | {_check_after(trip, name, exercise)}, name
+        total += sum(score for score, _ in cells.values())
+        top += sum(t for _, t in cells.values())
+    assert 0 < total < top
+
+
+def test_feedback_shows_the_checks_diagnosis(trip):
+    from course_utils.checks.mistakes import MISTAKES
+
+    for name in trip.notebooks:
+        exercise, bug = _planted(trip, name)
+        check = _check_after(trip, name, exercise)
+        graded = nbtools.read(trip.course / "autograded" / "buggy" / rt.ASSIGNMENT / name)
+        cell = next(c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == check)
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert errors and errors[0].ename == "CheckFailure", f"{name}: {check} did not fail with its diagnosis"
+        message = _plain(errors[0].evalue)
+        feedback = _feedback(trip, "buggy", name)
+        if bug is None:
+            wanted = [rt.STUB_MESSAGE]
+        else:
+            mistake = MISTAKES[bug.mistake]
+            wanted = [_plain(chunk) for chunk in re.split(r"\{\w+\}", mistake.diagnosis) + [mistake.hint]
+                      if len(chunk.strip()) > 15]
+        for text in wanted:
+            assert text in message, f"{name}: {check} did not name {bug.mistake if bug else 'the stub'}: {message}"
+            assert text in feedback, f"{name}: the feedback HTML lacks {text!r}"
+
+
+def test_solutions_in_the_course_carry_fresh_metadata(trip):
+    for name in trip.notebooks:
+        assert not nbgrader_meta.is_stale(nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name)
