@@ -3,6 +3,7 @@
 import pytest
 
 from course_utils.checks import CheckFailure
+from course_utils.checks.mistakes import MISTAKES
 
 
 def assert_passes(check, *args, capsys) -> None:
@@ -12,10 +13,17 @@ def assert_passes(check, *args, capsys) -> None:
     assert out.startswith("✓ check_") and out.count("\n") == 1, out
 
 
-def assert_names_bug(check, *args, diagnosis: str) -> CheckFailure:
-    """The check rejects the answer with a CheckFailure (an AssertionError) naming the bug."""
+def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None = None) -> CheckFailure:
+    """The check rejects the answer with a CheckFailure (an AssertionError) naming the mistake
+    ``bug`` (an id of course_utils/checks/mistakes.py) and/or containing ``diagnosis``."""
     with pytest.raises(CheckFailure) as info:
         check(*args)
-    assert isinstance(info.value, AssertionError)
-    assert diagnosis in str(info.value), str(info.value)
-    return info.value
+    failure = info.value
+    assert isinstance(failure, AssertionError)
+    if bug is not None:
+        assert bug in MISTAKES, f"unknown mistake id {bug!r}"
+        assert failure.bug == bug, f"expected {bug}, got {failure.bug}:\n{failure}"
+        assert MISTAKES[bug].hint in str(failure)
+    if diagnosis is not None:
+        assert diagnosis in str(failure), str(failure)
+    return failure

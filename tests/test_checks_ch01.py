@@ -24,29 +24,29 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
 
 
 @pytest.mark.parametrize(
-    ("check", "buggy", "diagnosis"),
+    ("check", "buggy", "expect"),
     [
-        (cu.checks.check_attention_scores, b.scores_no_sum, "without adding them up"),
-        (cu.checks.check_attention_scores, b.scores_sum_over_tokens, "summed the products over the tokens"),
-        (cu.checks.check_attention_scores, b.scores_cosine, "cosine similarities"),
-        (cu.checks.check_attention_scores, b.scores_all_pairs, "every token with every other token"),
-        (cu.checks.check_attention_scores, b.scores_stub, "NotImplementedError: the exercise stub"),
-        (cu.checks.check_softmax, b.softmax_naive, "overflows"),
-        (cu.checks.check_softmax, b.softmax_divide_by_sum, "divided the scores by their sum"),
-        (cu.checks.check_softmax, b.softmax_no_normalise, "without dividing by the sum"),
-        (cu.checks.check_softmax, b.softmax_dim0, "wrong axis"),
-        (cu.checks.check_softmax, b.softmax_no_keepdim, "keepdim=True"),
-        (cu.checks.check_attention_weights, b.weights_raw, "raw scores"),
-        (cu.checks.check_attention_weights, b.weights_columns, "down each column"),
-        (cu.checks.check_attention_weights, b.weights_divide_by_sum, "dividing by its sum"),
-        (cu.checks.check_context_vectors, b.context_transposed, "column i of the weights instead of row i"),
-        (cu.checks.check_context_vectors, b.context_raw_scores, "raw scores"),
-        (cu.checks.check_context_vectors, b.context_columns, "normalised down the columns"),
-        (cu.checks.check_context_vectors, b.context_returns_weights, "expected shape"),
+        (cu.checks.check_attention_scores, b.scores_no_sum, {"bug": "scores_no_sum"}),
+        (cu.checks.check_attention_scores, b.scores_sum_over_tokens, {"bug": "scores_sum_over_tokens"}),
+        (cu.checks.check_attention_scores, b.scores_cosine, {"bug": "scores_cosine"}),
+        (cu.checks.check_attention_scores, b.scores_all_pairs, {"bug": "scores_all_pairs"}),
+        (cu.checks.check_attention_scores, b.scores_stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
+        (cu.checks.check_softmax, b.softmax_naive, {"bug": "softmax_overflow"}),
+        (cu.checks.check_softmax, b.softmax_divide_by_sum, {"bug": "divide_by_sum"}),
+        (cu.checks.check_softmax, b.softmax_no_normalise, {"bug": "softmax_no_normalise"}),
+        (cu.checks.check_softmax, b.softmax_dim0, {"bug": "softmax_over_queries"}),
+        (cu.checks.check_softmax, b.softmax_no_keepdim, {"bug": "softmax_no_keepdim"}),
+        (cu.checks.check_attention_weights, b.weights_raw, {"bug": "raw_scores_as_weights"}),
+        (cu.checks.check_attention_weights, b.weights_columns, {"bug": "softmax_over_queries"}),
+        (cu.checks.check_attention_weights, b.weights_divide_by_sum, {"bug": "divide_by_sum"}),
+        (cu.checks.check_context_vectors, b.context_transposed, {"bug": "context_transposed_weights"}),
+        (cu.checks.check_context_vectors, b.context_raw_scores, {"bug": "context_from_raw_scores"}),
+        (cu.checks.check_context_vectors, b.context_columns, {"bug": "context_transposed_weights"}),
+        (cu.checks.check_context_vectors, b.context_returns_weights, {"diagnosis": "expected shape"}),
     ],
 )
-def test_each_bug_is_named(check, buggy, diagnosis):
-    assert_names_bug(check, buggy, diagnosis=diagnosis)
+def test_each_bug_is_named(check, buggy, expect):
+    assert_names_bug(check, buggy, **expect)
 
 
 def test_checks_reject_non_functions():

@@ -9,7 +9,7 @@ import torch
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
-from course_utils.checks.ch04 import BUGS
+from course_utils.checks.mistakes import MISTAKES as BUGS
 from tests.buggy import ch04 as buggy
 
 check = cu.checks.check_causal_attention
@@ -22,8 +22,8 @@ def test_accepts_right_classes(cls, capsys):
 
 
 NAMED_BUGS = [
-    (buggy.SoftmaxOverQueries, "softmax_queries"),
-    (buggy.SoftmaxOverBatch, "softmax_batch"),
+    (buggy.SoftmaxOverQueries, "softmax_over_queries"),
+    (buggy.SoftmaxOverBatch, "softmax_over_batch"),
     (buggy.NoScaling, "no_scaling"),
     (buggy.ScaleByDk, "scale_d_k"),
     (buggy.ScaleByDin, "scale_d_in"),

@@ -9,7 +9,7 @@ import torch
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
-from course_utils.checks.ch04 import BUGS
+from course_utils.checks.mistakes import MISTAKES as BUGS
 from tests.buggy import ch05 as buggy
 
 check_wrapper = cu.checks.check_multihead_wrapper

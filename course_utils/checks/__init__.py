@@ -9,7 +9,7 @@ by what they produce.
 Each chapter's checks live in their own module and are re-exported here.
 """
 
-from ._core import Bug, CheckFailure
+from ._engine import Bug, CheckFailure
 from .ch01 import check_attention_scores, check_attention_weights, check_context_vectors, check_softmax
 from .ch02 import (
     check_batched_self_attention,
@@ -22,11 +22,14 @@ from .ch04 import check_causal_attention, check_causal_batch_output
 from .ch05 import (
     check_multihead_attention,
     check_multihead_wrapper,
+    check_shape_prediction,
     check_split_batch_output,
     check_wrapper_batch_output,
 )
 from .ch06 import check_copy_into_torch_mha, check_input_embedding, check_sliding_window_dataset
 from .ch07 import check_blockwise_attention
+from .ch08 import check_attend_with_cache, check_sample_next_token, check_train_step  # noqa: F401
+from .ch09 import check_apply_rope, check_attend_new_tokens, check_padded_causal_attention, check_repeat_kv, check_sliding_window_mask  # noqa: E501, F401
 
 __all__ = [
     "Bug",
@@ -46,6 +49,7 @@ __all__ = [
     "check_multihead_attention",
     "check_multihead_wrapper",
     "check_self_attention_v1",
+    "check_shape_prediction",
     "check_self_attention_v2",
     "check_sliding_window_dataset",
     "check_softmax",

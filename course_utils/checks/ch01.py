@@ -6,14 +6,13 @@ from collections.abc import Callable
 
 import torch
 
-from ._core import (
-    Bug,
-    call,
-    describe_difference,
+from ._engine import (
+    Recipe,
+    attention,
+    call_pure,
     ensure_callable,
-    fail,
-    fail_with_bug,
-    match_bug,
+    expect_tensor_output,
+    mismatch,
     passed,
     randn,
     same,
@@ -21,39 +20,11 @@ from ._core import (
 
 # (tokens, embedding size) pairs; (7, 7) is square so a transposed answer has the right shape.
 _SHAPES = ((6, 3), (4, 5), (1, 2), (7, 7))
+_TOY = Recipe(mask="none", scale="none")  # chapter 01: plain dot products, no mask, no scaling
 
 
 def _cases() -> list[torch.Tensor]:
     return [randn(n, d, seed=100 + i) for i, (n, d) in enumerate(_SHAPES)]
-
-
-# --------------------------------------------------------------------------- scores
-_SCORE_BUGS = {
-    "no_sum": Bug(
-        "no_sum",
-        "You returned the element-wise products query * x_i without adding them up: "
-        "a dot product is the *sum* of those products, one number per token.",
-        "sum over the embedding dimension, or use `inputs @ query`.",
-    ),
-    "sum_over_tokens": Bug(
-        "sum_over_tokens",
-        "You summed the products over the tokens (dim 0) instead of over the embedding "
-        "dimension, so you get one number per embedding dimension, not one per token.",
-        "sum over the last dimension: `(inputs * query).sum(dim=-1)`.",
-    ),
-    "cosine": Bug(
-        "cosine",
-        "Your scores are cosine similarities (dot products of unit-length vectors). "
-        "Attention scores here are plain dot products: do not normalise the vectors.",
-        "drop the division by the vector lengths.",
-    ),
-    "self_scores": Bug(
-        "self_scores",
-        "You computed the scores of every token with every other token (an n x n matrix); "
-        "this function scores one query against all tokens.",
-        "use the single `query` vector: `inputs @ query`.",
-    ),
-}
 
 
 def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
@@ -63,57 +34,19 @@ def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tens
     ensure_callable(name, fn, "a function fn(query, inputs)")
     for inputs in _cases():
         for q_index in (0, inputs.shape[0] - 1):
-            query = inputs[q_index]
+            query = inputs[q_index].clone()
             expected = inputs @ query
-            got = call(name, fn, query, inputs.clone(), what=f"fn(query, inputs of shape {tuple(inputs.shape)})")
+            what = f"fn(query, inputs of shape {tuple(inputs.shape)})"
+            got = expect_tensor_output(name, call_pure(name, fn, [query, inputs], what=what), what)
             if same(got, expected):
                 continue
-            bug = match_bug(got, [
-                (_SCORE_BUGS["no_sum"], lambda: inputs * query),
-                (_SCORE_BUGS["sum_over_tokens"], lambda: (inputs * query).sum(dim=0)),
-                (_SCORE_BUGS["self_scores"], lambda: inputs @ inputs.T),
-                (_SCORE_BUGS["cosine"], lambda: (inputs / inputs.norm(dim=-1, keepdim=True)) @ (query / query.norm())),
-            ])
-            where = f"With inputs of shape {tuple(inputs.shape)} and query = inputs[{q_index}]:"
-            if bug:
-                raise fail_with_bug(name, bug, where)
-            raise fail(name, f"{where} {describe_difference(expected, got)}.",
-                       "score i is torch.dot(query, inputs[i]).")
+            raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)} and query = inputs[{q_index}]:", [
+                ("scores_no_sum", lambda: inputs * query),
+                ("scores_sum_over_tokens", lambda: (inputs * query).sum(dim=0)),
+                ("scores_all_pairs", lambda: inputs @ inputs.T),
+                ("scores_cosine", lambda: (inputs / inputs.norm(dim=-1, keepdim=True)) @ (query / query.norm())),
+            ], "score i is torch.dot(query, inputs[i]).")
     passed(name, f"dot-product scores are right on {len(_SHAPES) * 2} cases")
-
-
-# --------------------------------------------------------------------------- softmax
-_SOFTMAX_BUGS = {
-    "divide_by_sum": Bug(
-        "divide_by_sum",
-        "You divided the scores by their sum. That normalises, but it is not the softmax: "
-        "it breaks on negative scores (weights below 0 or above 1) and does not use exp.",
-        "exponentiate first: exp(x) / exp(x).sum(...).",
-    ),
-    "no_normalise": Bug(
-        "no_normalise",
-        "You returned exp(x) without dividing by the sum, so the weights do not add up to 1.",
-        "divide by `x.exp().sum(dim=-1, keepdim=True)`.",
-    ),
-    "overflow": Bug(
-        "overflow",
-        "Your softmax returns NaN or inf for large scores (e.g. 1000): exp(1000) overflows "
-        "float32. This is the naive softmax's weakness.",
-        "subtract the row's maximum before exp: softmax(x) == softmax(x - x.max()).",
-    ),
-    "wrong_dim": Bug(
-        "wrong_dim",
-        "On a 2-d input your weights add up to 1 down each *column* (dim 0) instead of along "
-        "each row (the last dimension): you normalised over the wrong axis.",
-        "normalise over dim=-1 and use keepdim=True so the division broadcasts per row.",
-    ),
-    "no_keepdim": Bug(
-        "no_keepdim",
-        "On a 2-d input the division by the row sums broadcast the wrong way: without "
-        "keepdim=True a (n,) sum is divided across columns, not rows.",
-        "use `.sum(dim=-1, keepdim=True)`.",
-    ),
-}
 
 
 def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -125,47 +58,25 @@ def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
              torch.tensor([1000.0, 999.0, 998.0]), torch.tensor([[-1000.0, -1001.0], [5.0, 7.0]])]
     for x in cases:
         expected = torch.softmax(x, dim=-1)
-        got = call(name, fn, x.clone(), what=f"fn(x of shape {tuple(x.shape)})")
+        what = f"fn(x of shape {tuple(x.shape)})"
+        got = expect_tensor_output(name, call_pure(name, fn, [x], what=what), what)
         if same(got, expected):
             continue
-        if isinstance(got, torch.Tensor) and not torch.isfinite(got).all() and x.abs().max() > 100:
-            raise fail_with_bug(name, _SOFTMAX_BUGS["overflow"], f"With x = {x.tolist()}:")
-        bug = match_bug(got, [
-            (_SOFTMAX_BUGS["divide_by_sum"], lambda: x / x.sum(dim=-1, keepdim=True)),
-            (_SOFTMAX_BUGS["no_normalise"], lambda: x.exp()),
-            (_SOFTMAX_BUGS["no_normalise"], lambda: (x - x.max(dim=-1, keepdim=True).values).exp()),
-            (_SOFTMAX_BUGS["wrong_dim"], lambda: torch.softmax(x, dim=0)),
-            (_SOFTMAX_BUGS["no_keepdim"], lambda: x.exp() / x.exp().sum(dim=-1)),
-            (_SOFTMAX_BUGS["no_keepdim"], lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1)),
-        ])
-        where = f"With x of shape {tuple(x.shape)}:"
-        if bug:
-            raise fail_with_bug(name, bug, where)
-        raise fail(name, f"{where} {describe_difference(expected, got)}.")
+        top = x.max(dim=-1, keepdim=True).values
+        candidates = [
+            ("softmax_global_max", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1, keepdim=True)),
+            ("divide_by_sum", lambda: x / x.sum(dim=-1, keepdim=True)),
+            ("softmax_no_normalise", lambda: x.exp()),
+            ("softmax_no_normalise", lambda: (x - top).exp()),
+            ("softmax_over_queries", lambda: torch.softmax(x, dim=0)),
+            ("softmax_no_keepdim", lambda: x.exp() / x.exp().sum(dim=-1)),
+            ("softmax_no_keepdim", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1)),
+        ]
+        if not torch.isfinite(got).all() and x.abs().max() > 100 and not same(got, candidates[0][1]()):
+            candidates = [("softmax_overflow", lambda: got)]
+        raise mismatch(name, got, expected, f"With x = {x.tolist()}:" if x.numel() < 8 else
+                       f"With x of shape {tuple(x.shape)}:", candidates)
     passed(name, f"stable softmax is right on {len(cases)} inputs, large scores included")
-
-
-# --------------------------------------------------------------------------- weights and contexts
-_WEIGHT_BUGS = {
-    "raw_scores": Bug(
-        "raw_scores",
-        "You returned the raw scores inputs @ inputs.T; attention weights are those scores "
-        "after a softmax over each row.",
-        "apply torch.softmax(scores, dim=-1).",
-    ),
-    "columns": Bug(
-        "columns",
-        "Your weights add up to 1 down each column (softmax over dim=0), not along each row. "
-        "Row i must hold the weights that query i gives to every token.",
-        "use torch.softmax(scores, dim=-1).",
-    ),
-    "divide_by_sum": Bug(
-        "divide_by_sum",
-        "You normalised each row by dividing by its sum; the course uses the softmax, which "
-        "keeps every weight positive even for negative scores.",
-        "use torch.softmax(scores, dim=-1).",
-    ),
-}
 
 
 def check_attention_weights(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -174,39 +85,18 @@ def check_attention_weights(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     name = "check_attention_weights"
     ensure_callable(name, fn, "a function fn(inputs)")
     for inputs in _cases():
-        scores = inputs @ inputs.T
-        expected = torch.softmax(scores, dim=-1)
-        got = call(name, fn, inputs.clone(), what=f"fn(inputs of shape {tuple(inputs.shape)})")
+        expected = attention(inputs, inputs, inputs, Recipe(mask="none", scale="none", returns="weights"))
+        what = f"fn(inputs of shape {tuple(inputs.shape)})"
+        got = expect_tensor_output(name, call_pure(name, fn, [inputs], what=what), what)
         if same(got, expected):
             continue
-        bug = match_bug(got, [
-            (_WEIGHT_BUGS["raw_scores"], lambda: scores),
-            (_WEIGHT_BUGS["columns"], lambda: torch.softmax(scores, dim=0)),
-            (_WEIGHT_BUGS["divide_by_sum"], lambda: scores / scores.sum(dim=-1, keepdim=True)),
+        scores = inputs @ inputs.T
+        raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)}:", [
+            ("raw_scores_as_weights", lambda: scores),
+            ("softmax_over_queries", lambda: torch.softmax(scores, dim=0)),
+            ("divide_by_sum", lambda: scores / scores.sum(dim=-1, keepdim=True)),
         ])
-        where = f"With inputs of shape {tuple(inputs.shape)}:"
-        if bug:
-            raise fail_with_bug(name, bug, where)
-        raise fail(name, f"{where} {describe_difference(expected, got)}.")
     passed(name, f"attention weights are right on {len(_SHAPES)} input shapes")
-
-
-_CONTEXT_BUGS = {
-    "transposed_weights": Bug(
-        "transposed_weights",
-        "Your context vector i mixes the tokens with column i of the weights instead of row i: "
-        "either the weights were normalised down the columns (softmax over dim=0) or you "
-        "multiplied by weights.T. (With dot-product scores the score matrix is symmetric, so "
-        "both mistakes give the same numbers.)",
-        "use torch.softmax(scores, dim=-1), then weights @ inputs.",
-    ),
-    "raw_scores": Bug(
-        "raw_scores",
-        "You mixed the inputs with the raw scores instead of the softmax weights, so the "
-        "context vectors are not weighted averages.",
-        "normalise the scores with torch.softmax(scores, dim=-1) first.",
-    ),
-}
 
 
 def check_context_vectors(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -215,18 +105,14 @@ def check_context_vectors(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     name = "check_context_vectors"
     ensure_callable(name, fn, "a function fn(inputs)")
     for inputs in _cases():
-        scores = inputs @ inputs.T
-        weights = torch.softmax(scores, dim=-1)
-        expected = weights @ inputs
-        got = call(name, fn, inputs.clone(), what=f"fn(inputs of shape {tuple(inputs.shape)})")
+        expected = attention(inputs, inputs, inputs, _TOY)
+        what = f"fn(inputs of shape {tuple(inputs.shape)})"
+        got = expect_tensor_output(name, call_pure(name, fn, [inputs], what=what), what)
         if same(got, expected):
             continue
-        bug = match_bug(got, [
-            (_CONTEXT_BUGS["transposed_weights"], lambda: weights.T @ inputs),
-            (_CONTEXT_BUGS["raw_scores"], lambda: scores @ inputs),
+        weights = attention(inputs, inputs, inputs, Recipe(mask="none", scale="none", returns="weights"))
+        raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)}:", [
+            ("context_transposed_weights", lambda: weights.T @ inputs),
+            ("context_from_raw_scores", lambda: (inputs @ inputs.T) @ inputs),
         ])
-        where = f"With inputs of shape {tuple(inputs.shape)}:"
-        if bug:
-            raise fail_with_bug(name, bug, where)
-        raise fail(name, f"{where} {describe_difference(expected, got)}.")
     passed(name, f"context vectors are right on {len(_SHAPES)} input shapes")

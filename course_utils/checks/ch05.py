@@ -1,41 +1,39 @@
-"""Self-checks for chapter 05: ``MultiHeadAttentionWrapper`` and ``MultiHeadAttention``.
-
-Both reuse chapter 04's machinery: the student's class is built under a fixed seed, its
-weights are read from the book's attribute names, the layer is recomputed functionally from
-them, and known mistakes are recognised by recomputing with one step changed.
-"""
+"""Self-checks for chapter 05: ``MultiHeadAttentionWrapper``, ``MultiHeadAttention`` and the
+shape exercises. The engine builds the class, reads its weights by the book's names, recomputes
+the layer with the one attention pipeline and runs the behaviour probes."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ._core import ensure_class, fail, fail_with_bug, passed, preserved_rng
-from .ch04 import (
-    BUGS,
+from ._engine import (
     NO_DROP,
     RIGHT,
     Case,
-    Drop,
     Recipe,
     Trace,
-    apply_linear,
-    attention_weights,
+    attention,
+    call,
     causal_layers,
-    causal_reference,
-    check_mask_buffer,
+    chapters,
+    check_layer,
     check_output_shape,
-    check_too_long,
-    compare_cases,
-    dropout_phase,
+    ensure_class,
+    fail,
+    fail_with,
     find_linear,
+    head_attention,
     isolated,
-    known_variants,
-    projections,
+    passed,
+    preserved_rng,
+    project,
     qkv_layers,
     stub_failure,
+    variants,
 )
 
 # --------------------------------------------------------------------------- the wrapper
@@ -45,46 +43,43 @@ WRAPPER_CASES = (
     Case(3, 5, 4, 4, 8, num_heads=2, seed=1253),                 # batch 3
 )
 WRAPPER_DROPOUT_CASE = Case(2, 5, 4, 3, 6, num_heads=2, seed=1254)
-WRAPPER_VARIANTS = known_variants() + [
-    ("concat_wrong_axis", Recipe(concat="dim0")),
-    ("concat_wrong_axis", Recipe(concat="dim1")),
-    ("stacked_heads", Recipe(concat="stack")),
-]
+WRAPPER_VARIANTS = variants("axis", "scale", "mask", "projections", "concat")
 
 
 def _wrapper_heads(check: str, module: nn.Module, owner: str, case: Case) -> list[dict[str, nn.Linear]]:
     heads = getattr(module, "heads", None)
     if heads is None:
-        raise fail(check, f"{check} looks for the attribute 'heads' (an nn.ModuleList of "
-                   f"{case.num_heads} causal attention heads), but {owner} has no attribute 'heads'.",
+        raise fail(check, f"{check} looks for the attribute 'heads' (an nn.ModuleList of {case.num_heads} "
+                   f"causal attention heads), but {owner} has no attribute 'heads'.",
                    "self.heads = nn.ModuleList([CausalAttention(...) for _ in range(num_heads)]).")
     if isinstance(heads, (list, tuple)):
-        raise fail_with_bug(check, BUGS["heads_python_list"], f"In {owner}:")
+        raise fail_with(check, "heads_python_list", f"In {owner}:")
     if not isinstance(heads, (nn.ModuleList, nn.Sequential)):
-        raise fail(check, f"{owner}.heads is a {type(heads).__name__}; {check} expects an "
-                   "nn.ModuleList of heads.", "self.heads = nn.ModuleList([...]).")
+        raise fail(check, f"{owner}.heads is a {type(heads).__name__}; {check} expects an nn.ModuleList "
+                   "of heads.", "self.heads = nn.ModuleList([...]).")
     if len(heads) != case.num_heads:
         raise fail(check, f"{owner} has {len(heads)} heads; expected num_heads={case.num_heads}.")
     if len({id(head) for head in heads}) < len(heads):
-        raise fail_with_bug(check, BUGS["heads_shared"], f"In {owner}:")
+        raise fail_with(check, "heads_shared", f"In {owner}:")
     layers = []
     for i, head in enumerate(heads):
         query = getattr(head, "W_query", None)
-        if (isinstance(query, nn.Linear) and query.out_features != case.d_out
-                and query.out_features == case.d_out // case.num_heads):
-            raise fail_with_bug(check, BUGS["wrapper_d_out_split"],
-                                f"In {owner}, heads[{i}].W_query has {query.out_features} outputs:")
+        if isinstance(query, nn.Linear) and query.out_features == case.d_out // case.num_heads != case.d_out:
+            raise fail_with(check, "wrapper_d_out_split", f"In {owner}, heads[{i}].W_query has "
+                            f"{query.out_features} outputs:")
         layers.append(causal_layers(check, head, f"{owner}.heads[{i}]", case))
     return layers
 
 
-def wrapper_reference(heads: list[dict[str, nn.Linear]], x: torch.Tensor, r: Recipe = RIGHT,
-                      drop: Drop = NO_DROP, trace: Trace | None = None) -> torch.Tensor:
+def wrapper_reference(heads: list[dict[str, nn.Linear]], x: torch.Tensor, r: Recipe = RIGHT, drop=NO_DROP,
+                      trace: Trace | None = None) -> torch.Tensor:
     """Every head on its own, outputs concatenated: (b, n, num_heads * d_out)."""
-    outs = [causal_reference(layers, x, r, drop, trace, unit) for unit, layers in enumerate(heads)]
+    outs = [head_attention(layers, x, r, drop, trace, unit) for unit, layers in enumerate(heads)]
     if r.concat == "stack":
         return torch.stack(outs)
-    return torch.cat(outs, dim={"last": -1, "dim0": 0, "dim1": 1}[r.concat])
+    if r.concat == "reversed":
+        outs = outs[::-1]
+    return torch.cat(outs, dim={"last": -1, "reversed": -1, "dim0": 0, "dim1": 1}[r.concat])
 
 
 def check_multihead_wrapper(cls: type) -> None:
@@ -94,11 +89,9 @@ def check_multihead_wrapper(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_multihead_wrapper"
     ensure_class(name, cls, "a class such as MultiHeadAttentionWrapper")
-    read = lambda module, owner, case: _wrapper_heads(name, module, owner, case)
-    with isolated():
-        module = compare_cases(name, cls, WRAPPER_CASES, read, wrapper_reference, WRAPPER_VARIANTS)
-        check_too_long(name, module, WRAPPER_CASES[-1], cls)
-        dropout_phase(name, cls, WRAPPER_DROPOUT_CASE, read, wrapper_reference)
+    check_layer(name, cls, WRAPPER_CASES, WRAPPER_DROPOUT_CASE,
+                lambda module, owner, case: _wrapper_heads(name, module, owner, case),
+                wrapper_reference, WRAPPER_VARIANTS, chapters().MultiHeadAttentionWrapper)
     passed(name, f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
            "with and without bias); heads registered, dropout right")
 
@@ -110,13 +103,7 @@ MHA_CASES = (
     Case(3, 5, 4, 8, 8, num_heads=2, seed=1263),                 # batch 3
 )
 MHA_DROPOUT_CASE = Case(2, 5, 4, 6, 6, num_heads=2, seed=1264)
-MHA_VARIANTS = [
-    ("view_without_transpose", Recipe(split="view", merge="view")),
-    ("view_without_transpose", Recipe(split="view")),
-    ("merge_without_transpose", Recipe(merge="view")),
-    ("out_proj_unused", Recipe(out_proj=False)),
-    *known_variants(multihead=True),
-]
+MHA_VARIANTS = variants("split", "axis", "heads_axis", "scale", "head_scale", "mask", "projections")
 
 
 @dataclass
@@ -131,34 +118,37 @@ class MHAWeights:
 def _mha_weights(check: str, module: nn.Module, owner: str, case: Case) -> MHAWeights:
     qkv = qkv_layers(check, module, owner, case, case.d_out)
     out_proj = find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
+    if out_proj.bias is None:
+        raise fail_with(check, "out_proj_bias_follows_qkv_bias", f"In {owner}:")
+    head_dim = getattr(module, "head_dim", None)
+    if head_dim == case.d_in // case.num_heads != case.d_out // case.num_heads:
+        raise fail_with(check, "head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
+    from ._engine import check_mask_buffer
+
     check_mask_buffer(check, module, owner, case.context_length)
     return MHAWeights(qkv, out_proj, case.num_heads)
 
 
-def mha_reference(weights: MHAWeights, x: torch.Tensor, r: Recipe = RIGHT, drop: Drop = NO_DROP,
+def mha_reference(weights: MHAWeights, x: torch.Tensor, r: Recipe = RIGHT, drop=NO_DROP,
                   trace: Trace | None = None) -> torch.Tensor:
     """Multi-head causal attention from one Q/K/V projection each: (b, n, d_out)."""
-    b, n, d_in = x.shape
-    heads = weights.num_heads
-    q, k, v = projections(weights.qkv, x, r, trace)               # each (b, n, d_out)
+    b, n, _ = x.shape
+    h = weights.num_heads
+    q, k, v = project(weights.qkv, x, trace)                       # each (b, n, d_out)
     d_out = q.shape[-1]
-    head_dim = d_out // heads
 
     def split(t: torch.Tensor) -> torch.Tensor:                    # (b, n, d_out) -> (b, h, n, hd)
         if r.split == "view":
-            return t.reshape(b, heads, n, head_dim)
-        return t.reshape(b, n, heads, head_dim).transpose(1, 2)
+            return t.reshape(b, h, n, d_out // h)
+        return t.reshape(b, n, h, d_out // h).transpose(1, 2)
 
-    q, k, v = split(q), split(k), split(v)
-    attn = attention_weights(q, k, r, d_out=d_out, d_in=d_in, trace=trace)  # (b, h, n, n)
-    context = drop(attn, 0) @ v                                    # (b, h, n, hd)
-    if r.merge == "view":
-        merged = context.reshape(b, n, d_out)
-    else:
-        merged = context.transpose(1, 2).reshape(b, n, d_out)      # (b, n, d_out)
+    context = attention(split(q), split(k), split(v), r, x=x, d_out=d_out, drop=drop, trace=trace)  # (b, h, n, hd)
+    merged = {"view": lambda: context.reshape(b, n, d_out),
+              "interleave": lambda: context.permute(0, 2, 3, 1).reshape(b, n, d_out),
+              "transpose": lambda: context.transpose(1, 2).reshape(b, n, d_out)}[r.merge]()  # (b, n, d_out)
     if trace is not None:
-        trace.context += [context, merged]
-    return apply_linear(weights.out_proj, merged) if r.out_proj else merged
+        trace.context.append(merged)
+    return weights.out_proj(merged) if r.out_proj else merged
 
 
 def _check_divisibility(check: str, cls: type) -> None:
@@ -171,7 +161,10 @@ def _check_divisibility(check: str, cls: type) -> None:
             raise stub_failure(check, what) from None
         except Exception:  # noqa: BLE001 - any clear refusal is right
             return
-    raise fail_with_bug(check, BUGS["no_divisibility_check"], f"{what} was built without an error.")
+    raise fail_with(check, "no_divisibility_check", f"{what} was built without an error.")
+
+
+_HEAD_DIM_FROM_D_IN = re.compile(r"d_in\s*//\s*(self\.)?num_heads")
 
 
 def check_multihead_attention(cls: type) -> None:
@@ -181,11 +174,21 @@ def check_multihead_attention(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_multihead_attention"
     ensure_class(name, cls, "a class such as MultiHeadAttention")
-    read = lambda module, owner, case: _mha_weights(name, module, owner, case)
+    try:
+        check_layer(name, cls, MHA_CASES, MHA_DROPOUT_CASE,
+                    lambda module, owner, case: _mha_weights(name, module, owner, case),
+                    mha_reference, MHA_VARIANTS, chapters().MultiHeadAttention)
+    except AssertionError as failure:
+        import inspect
+
+        try:
+            source = inspect.getsource(cls.__init__)
+        except (OSError, TypeError):
+            source = ""
+        if getattr(failure, "bug", None) is None and _HEAD_DIM_FROM_D_IN.search(source):
+            raise fail_with(name, "head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
+        raise
     with isolated():
-        module = compare_cases(name, cls, MHA_CASES, read, mha_reference, MHA_VARIANTS)
-        check_too_long(name, module, MHA_CASES[-1], cls)
-        dropout_phase(name, cls, MHA_DROPOUT_CASE, read, mha_reference)
         _check_divisibility(name, cls)
     passed(name, f"matches split-head attention on {len(MHA_CASES)} configurations (2 and 3 heads, "
            "batch 1 to 3, with and without bias); mask, dropout, out_proj and the d_out check right")
@@ -216,5 +219,34 @@ def check_split_batch_output(out: object) -> None:
         "MultiHeadAttention(768, 1536, context_length=80, dropout=0.0, num_heads=3)(x).")
 
 
-__all__ = ["check_multihead_attention", "check_multihead_wrapper", "check_split_batch_output",
-           "check_wrapper_batch_output"]
+def check_shape_prediction(predicted: object, module: object, x: object) -> None:
+    """Check a predicted output shape: ``predicted`` (a tuple of ints) against ``module(x).shape``."""
+    __tracebackhide__ = True
+    name = "check_shape_prediction"
+    if not callable(module) or not isinstance(x, torch.Tensor):
+        raise fail(name, f"{name}(predicted, module, x) expects a layer and an input tensor, but was given "
+                   f"{type(module).__name__} and {type(x).__name__}.")
+    if isinstance(predicted, torch.Size):
+        predicted = tuple(predicted)
+    if not isinstance(predicted, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                           for d in predicted):
+        raise fail(name, f"Your prediction is {predicted!r}; write it as a tuple of whole numbers, one per "
+                   "axis, e.g. (20, 100, 768).", "count the axes of the input first: (batch, tokens, features).")
+    with isolated():
+        out = call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")
+    got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+    if got is None:
+        raise fail(name, f"The layer returned {type(out).__name__}, not a tensor, so there is no shape to compare.")
+    if tuple(predicted) != got:
+        why = ""
+        if len(predicted) != len(got):
+            why = f"Your prediction has {len(predicted)} axes, the output has {len(got)}."
+        elif tuple(predicted[:-1]) == got[:-1]:
+            why = (f"The batch and token axes are right; the last axis is the layer's output width, "
+                   f"{got[-1]}, not {predicted[-1]}.")
+        raise fail_with(name, "shape_prediction_wrong", predicted=tuple(predicted), got=got, why=why)
+    passed(name, f"the output has shape {got}, as you predicted")
+
+
+__all__ = ["check_multihead_attention", "check_multihead_wrapper", "check_shape_prediction",
+           "check_split_batch_output", "check_wrapper_batch_output"]

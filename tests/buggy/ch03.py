@@ -44,7 +44,7 @@ def mask_stub(n):
 # --------------------------------------------------------------------------- way 1: after the softmax
 def _future(scores):
     n = scores.shape[-1]
-    return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
+    return torch.triu(torch.ones(n, n, dtype=torch.bool, device=scores.device), diagonal=1)
 
 
 def after_right(scores, d_k):
@@ -96,7 +96,7 @@ def before_right(scores, d_k):
 
 def before_additive(scores, d_k):
     n = scores.shape[-1]
-    additive = torch.zeros(n, n).masked_fill(_future(scores), float("-inf"))
+    additive = torch.zeros(n, n, device=scores.device).masked_fill(_future(scores), float("-inf"))
     return torch.softmax((scores + additive) / d_k**0.5, dim=-1)
 
 

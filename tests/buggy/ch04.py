@@ -22,6 +22,13 @@ class Correct(nn.Module):
         self.W_value = self.make_linear(d_in, d_out, qkv_bias)
         self.dropout = nn.Dropout(dropout)
         self.store_mask(self.make_mask(context_length))
+        self.context_length = context_length
+        # The course's length rule, as a pre-hook so that classes which rewrite forward keep it.
+        self.register_forward_pre_hook(lambda module, args: module.check_length(args[0]))
+
+    def check_length(self, x):
+        if x.shape[1] > self.context_length:
+            raise ValueError(f"{x.shape[1]} tokens, but context_length is {self.context_length}")
 
     def make_linear(self, d_in, d_out, qkv_bias):
         return nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -217,8 +224,11 @@ class MaskBuiltInForward(Correct):
 class NoLengthLimit(Correct):
     """Has the buffer but builds the mask from n, so any length goes through."""
 
+    def check_length(self, x):
+        pass
+
     def apply_mask(self, scores, n):
-        return scores.masked_fill(torch.ones(n, n).triu(1).bool(), -torch.inf)
+        return scores.masked_fill(torch.ones(n, n, device=scores.device).triu(1).bool(), -torch.inf)
 
 
 class KeysFromQuery(Correct):

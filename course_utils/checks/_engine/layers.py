@@ -1,0 +1,393 @@
+"""The engine's layer half: building a student's nn.Module, running it, and the behaviour
+probes every layer check runs (cases, another device, a second longer call, dropout, a
+training step with gradients, the length limit)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .core import (
+    NO_DROP,
+    RIGHT,
+    CheckFailure,
+    DeviceMix,
+    Recipe,
+    Trace,
+    Watch,
+    call,
+    describe_difference,
+    expect_tensor_output,
+    fail,
+    fail_with,
+    isolated,
+    match_bug,
+    passed,
+    preserved_rng,
+    randn,
+    same,
+    stub_failure,
+)
+
+
+# --------------------------------------------------------------------------- layers: build and run
+def chapters():
+    """The chapters' own code (the reference classes), exported from the solution notebooks."""
+    try:
+        from ... import chapters as module
+    except ImportError:  # until course_utils/chapters/ is generated
+        from ... import models as module
+    return module
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration a layer is built with, and the batch it is run on."""
+
+    batch: int
+    n: int
+    d_in: int
+    d_out: int
+    context_length: int
+    num_heads: int | None = None  # None: a single-head layer (chapter 04's constructor)
+    qkv_bias: bool = False
+    seed: int = 0
+
+    def args(self, dropout: float = 0.0) -> tuple:
+        base = (self.d_in, self.d_out, self.context_length, dropout)
+        return base if self.num_heads is None else (*base, self.num_heads)
+
+    def describe(self, cls: type, dropout: float = 0.0) -> str:
+        heads = "" if self.num_heads is None else f", num_heads={self.num_heads}"
+        return (f"{cls.__name__}(d_in={self.d_in}, d_out={self.d_out}, context_length="
+                f"{self.context_length}, dropout={dropout}{heads}, qkv_bias={self.qkv_bias})")
+
+    def inputs(self, n: int | None = None) -> torch.Tensor:
+        return randn(self.batch, self.n if n is None else n, self.d_in, seed=self.seed + 7)
+
+
+def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
+    """Construct the student's class under the case's seed (the global RNG is restored)."""
+    __tracebackhide__ = True
+    what = case.describe(cls, dropout)
+    hint = ("the constructor takes (d_in, d_out, context_length, dropout"
+            + ("" if case.num_heads is None else ", num_heads") + ", qkv_bias=False).")
+    with preserved_rng():
+        torch.manual_seed(case.seed)
+        module = call(check, cls, *case.args(dropout), qkv_bias=case.qkv_bias, what=what, hint=hint)
+    if not isinstance(module, nn.Module):
+        raise fail(check, f"{what} is a {type(module).__name__}, not an nn.Module.",
+                   "subclass nn.Module and call super().__init__() first.")
+    return module
+
+
+def run(check: str, module: nn.Module, x: torch.Tensor, where: str, full_length: torch.Tensor | None = None,
+        watch: Watch | None = None) -> torch.Tensor:
+    """Call forward: a crash, a non-tensor or a changed input becomes a diagnosis. ``full_length``:
+    an input of exactly context_length tokens, tried after a crash to recognise an unsliced mask."""
+    __tracebackhide__ = True
+    before = x.clone()
+    try:
+        with watch or contextlib.nullcontext():
+            got = module(x)
+    except NotImplementedError:
+        raise stub_failure(check, where.rstrip(":")) from None
+    except CheckFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported in plain words
+        error = f"(The error was {type(exc).__name__}: {exc})"
+        if "view size is not compatible" in str(exc):
+            raise fail_with(check, "missing_contiguous", f"{where} forward crashed. {error}") from None
+        if full_length is not None:
+            try:
+                module(full_length)
+            except Exception:  # noqa: BLE001 - it crashes anyway: not a slicing problem
+                pass
+            else:
+                raise fail_with(check, "mask_not_sliced", f"{where} forward crashed. {error}") from None
+        raise fail(check, f"{where} forward raised {type(exc).__name__}: {exc}") from exc
+    if not torch.equal(x, before):
+        raise fail_with(check, "input_modified", where, what="input x")
+    return expect_tensor_output(check, got, f"{where.rstrip(':')} forward")
+
+
+def find_linear(check: str, module: nn.Module, attr: str, owner: str, d_in: int, d_out: int,
+                bias: bool | None) -> nn.Linear:
+    """The student's nn.Linear called ``attr``, checked for its sizes and bias."""
+    layer = getattr(module, attr, None)
+    wanted = f"nn.Linear({d_in}, {d_out}" + ("" if bias is None else f", bias={bias}") + ")"
+    if layer is None:
+        raise fail(check, f"{check} looks for the attribute {attr!r} ({wanted}), but {owner} has no "
+                   f"attribute {attr!r}.", f"use the book's names: self.{attr} = nn.Linear(...).")
+    if not isinstance(layer, nn.Linear):
+        raise fail(check, f"{owner}.{attr} is a {type(layer).__name__}; {check} expects an nn.Linear "
+                   f"({wanted}).", f"self.{attr} = {wanted}.")
+    if (layer.in_features, layer.out_features) != (d_in, d_out):
+        raise fail(check, f"{owner}.{attr} maps {layer.in_features} -> {layer.out_features} features; "
+                   f"expected {d_in} -> {d_out}.", f"self.{attr} = {wanted}.")
+    if bias is not None and (layer.bias is not None) != bias:
+        state = "has a bias" if layer.bias is not None else "has no bias"
+        raise fail_with(check, "qkv_bias_ignored", f"With qkv_bias={bias}, {owner}.{attr} {state}.")
+    return layer
+
+
+def qkv_layers(check: str, module: nn.Module, owner: str, case: Case, d_out: int) -> dict[str, nn.Linear]:
+    return {name: find_linear(check, module, name, owner, case.d_in, d_out, case.qkv_bias)
+            for name in ("W_query", "W_key", "W_value")}
+
+
+def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length: int) -> None:
+    """Require a (context_length, context_length) mask registered as a buffer."""
+    def is_mask(t: object) -> bool:
+        return isinstance(t, torch.Tensor) and t.dim() >= 2 and t.numel() == context_length ** 2 \
+            and tuple(t.shape[-2:]) == (context_length, context_length)
+
+    if any(is_mask(b) for b in module.buffers()):
+        return
+    if any(is_mask(p) for _, p in module.named_parameters()):
+        raise fail_with(check, "mask_parameter", f"In {owner}:")
+    if any(is_mask(value) for sub in module.modules() for value in vars(sub).values()):
+        raise fail_with(check, "mask_not_buffer", f"In {owner}:")
+    raise fail(check, f"{check} looks for the causal mask as a buffer of shape ({context_length}, "
+               f"{context_length}) (context_length x context_length), but {owner} has none.",
+               "in __init__: self.register_buffer('mask', torch.triu(torch.ones(context_length, "
+               "context_length), diagonal=1)).")
+
+
+def causal_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
+    """The W_query, W_key, W_value layers of a causal head, after checking its mask buffer."""
+    layers = qkv_layers(check, module, owner, case, case.d_out)
+    check_mask_buffer(check, module, owner, case.context_length)
+    return layers
+
+
+def check_output_shape(name: str, out: object, expected: tuple[int, ...], why: str,
+                       hints: dict[tuple[int, ...], str], default_hint: str) -> None:
+    """A "run a big batch" check: a finite tensor of the ``expected`` shape; ``hints`` maps a
+    wrong shape that a known mistake produces to its explanation."""
+    __tracebackhide__ = True
+    if not isinstance(out, torch.Tensor):
+        raise fail(name, f"{name} expects the output tensor, but was given {type(out).__name__}.")
+    shape = tuple(out.shape)
+    if shape != expected:
+        raise fail(name, f"Your output has shape {shape}, expected {expected}: {why}",
+                   hints.get(shape, default_hint))
+    if not torch.isfinite(out).all():
+        raise fail(name, "The output has the right shape but contains NaN or inf.",
+                   "is the causal mask built with diagonal=1?")
+    passed(name, f"the output has shape {expected}")
+
+
+def check_too_long(check: str, cls: type, case: Case) -> None:
+    """An input longer than context_length must raise ValueError (the course's one rule)."""
+    __tracebackhide__ = True
+    module, n = build(check, cls, case), case.context_length + 1
+    where = f"{case.describe(cls)} on a batch of {n} tokens:"
+    try:
+        module(case.inputs(n))
+    except NotImplementedError:
+        raise stub_failure(check, case.describe(cls)) from None
+    except ValueError:
+        return
+    except Exception as exc:  # noqa: BLE001 - the wrong kind of refusal
+        raise fail_with(check, "length_error_not_value_error", where, error=type(exc).__name__) from None
+    raise fail_with(check, "no_length_check", where)
+
+
+# --------------------------------------------------------------------------- dropout
+DROPOUT_P = 0.3
+
+
+def _dropped(trace: Trace, inp: torch.Tensor) -> tuple[int, int | None] | None:
+    """(unit, head) when ``inp`` is a unit's attention weights (head None) or one head's slice."""
+    for unit, w in enumerate(trace.weights):
+        if same(inp, w):
+            return unit, None
+        if w.dim() == 4 and inp.dim() == 3:
+            for head in range(w.shape[1]):
+                if same(inp, w[:, head]):
+                    return unit, head
+    return None
+
+
+def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
+                  reference: Callable[..., torch.Tensor], seed: int) -> None:
+    """``module`` was built with dropout=DROPOUT_P; ``reference(drop=..., trace=...)`` recomputes it.
+    Eval mode must give the plain output; train mode must route every attention-weight tensor,
+    and nothing else, through dropout with p=DROPOUT_P, and use what it returns."""
+    __tracebackhide__ = True
+    trace = Trace()
+    plain = reference(drop=NO_DROP, trace=trace)
+    module.eval()
+    if not same(run(check, module, x, f"{where} in eval mode:"), plain):
+        raise fail_with(check, "dropout_in_eval", f"{where} after .eval():")
+    module.train()
+    watch = Watch()
+    with preserved_rng():
+        torch.manual_seed(seed)
+        got = run(check, module, x, f"{where} in train mode:", watch=watch)
+    active = watch.dropouts()
+    if not active:
+        if same(got, plain):
+            raise fail_with(check, "dropout_ignored", f"{where} in train mode:")
+        if abs(watch.sdpa_dropout() - DROPOUT_P) < 1e-9:
+            return  # scaled_dot_product_attention drops the weights inside, with the right p
+        raise fail(check, f"{where} in train mode the output changed, but no call to nn.Dropout or "
+                   "F.dropout was seen, so the check cannot tell what was dropped.",
+                   "use self.dropout = nn.Dropout(dropout) on the attention weights.")
+    places = [(trace.scores, "dropout_before_softmax"), (trace.context + [plain], "dropout_on_context"),
+              (trace.projections, "dropout_on_projections")]
+    dropped: dict[int, dict[int | None, torch.Tensor]] = {}
+    for inp, p, out in active:
+        found = _dropped(trace, inp)
+        if found is None:
+            bug = next((bug for tensors, bug in places if any(same(inp, t) for t in tensors)), None)
+            if bug:
+                raise fail_with(check, bug, f"{where} in train mode:")
+            raise fail(check, f"{where} in train mode, dropout was applied to a tensor of shape "
+                       f"{tuple(inp.shape)} that is not the attention weights.",
+                       "weights = self.dropout(weights) right after the softmax.")
+        if abs(p - DROPOUT_P) > 1e-9:
+            raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
+                            f"but its dropout used p={p:g}.")
+        dropped.setdefault(found[0], {})[found[1]] = out
+    full = {}
+    for unit, parts in dropped.items():
+        if None in parts:
+            full[unit] = parts[None]
+        elif len(parts) == trace.weights[unit].shape[1]:  # one head at a time, inside a loop
+            full[unit] = torch.stack([parts[h] for h in sorted(parts)], dim=1)
+    if len(full) < len(trace.weights):
+        raise fail(check, f"{where} in train mode, dropout reached the attention weights of only part of "
+                   "the heads.", "every head applies dropout to its attention weights.")
+    expected = reference(drop=lambda w, unit: full[unit])
+    if same(got, expected):
+        return
+    if same(got, plain):
+        raise fail_with(check, "dropout_unused", f"{where} in train mode:")
+    raise fail(check, f"{where} in train mode, with the dropout mask your layer drew: "
+               f"{describe_difference(expected, got.detach())}.",
+               "multiply the dropped-out weights with the values: self.dropout(weights) @ values.")
+
+
+# --------------------------------------------------------------------------- a whole layer check
+Read = Callable[[nn.Module, str, Case], object]
+
+
+def _compare(check, cls, case, read, compute, pairs, module=None, n=None):
+    module = module or build(check, cls, case)
+    owner, weights = case.describe(cls), read(module, case.describe(cls), case)
+    module.eval()
+    x = case.inputs(n)
+    where = f"With {owner} on a batch of shape {tuple(x.shape)}:"
+    full = case.inputs(case.context_length) if x.shape[1] < case.context_length else None
+    watch = Watch()
+    got = run(check, module, x, where, full, watch)
+    expected = compute(weights, x)
+    if not same(got, expected):
+        bug = match_bug(got, [(b, lambda r=r: compute(weights, x, r)) for b, r in pairs])
+        if bug == "keep_mask" and any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
+            bug = "sdpa_mask_inverted"
+        if bug:
+            raise fail_with(check, bug, where)
+        raise fail(check, f"{where} {describe_difference(expected, got)}.")
+    return module, weights
+
+
+def probe_device(check: str, module: nn.Module, x: torch.Tensor, where: str, fn: Callable | None = None) -> None:
+    """Run on the meta device: a tensor made on the CPU inside forward is named."""
+    __tracebackhide__ = True
+    try:
+        args = [t.to("meta") for t in x] if isinstance(x, (list, tuple)) else [x.to("meta")]
+        target = fn if fn is not None else module.to("meta")
+        with Watch(device="meta"):
+            target(*args)
+    except DeviceMix as exc:
+        raise fail_with(check, "cpu_tensor_in_forward", where, error=str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - other failures on meta tensors are not the student's
+        if "expected device" in str(exc) or "same device" in str(exc):
+            raise fail_with(check, "cpu_tensor_in_forward", where, error=str(exc).splitlines()[0]) from None
+
+
+def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None) -> None:
+    """The behaviour probes every layer check runs: another device, a longer second call and
+    back, one training step with dropout, gradients, the parameter count."""
+    __tracebackhide__ = True
+    where = f"With {case.describe(cls)}:"
+    module = build(check, cls, case)
+    if reference_cls is not None:
+        with preserved_rng():
+            want = sum(p.numel() for p in reference_cls(*case.args(), qkv_bias=case.qkv_bias).parameters())
+        have = sum(p.numel() for p in module.parameters())
+        if have != want:
+            raise fail_with(check, "parameter_count", where, detail=f"your layer has {have:,} parameters; "
+                            f"the chapter's class built with the same arguments has {want:,}.")
+    module.eval()
+    short = max(1, case.context_length // 3)
+    for i, n in enumerate((short, case.context_length, short)):
+        x = case.inputs(n)
+        try:
+            got = module(x)
+            ok = same(got, compute(read(module, where, case), x))
+        except Exception:  # noqa: BLE001 - a crash on a later call is what is looked for
+            ok = False
+        if not ok and i == 0:
+            _compare(check, cls, case, read, compute, [], module=module, n=n)  # reports the difference
+        if not ok:
+            raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
+                            f"{case.context_length}, then {short} tokens:")
+    probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
+    x = case.inputs()
+    probe_backward(check, build(check, cls, case, DROPOUT_P), x, where)
+    module = build(check, cls, case)
+    probe_backward(check, module, x, where, lambda: compute(read(module, where, case), x))
+
+
+def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
+                   reference: Callable[[], torch.Tensor] | None = None) -> None:
+    """One training step: backward() must work, and with ``reference`` (recomputed from the same
+    parameters) every parameter must get the reference's gradient."""
+    __tracebackhide__ = True
+    module.train()
+    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    with torch.enable_grad(), preserved_rng():
+        wanted = None
+        if reference is not None:
+            wanted = torch.autograd.grad(reference().sum(), [p for _, p in params], allow_unused=True)
+        try:
+            module(x).sum().backward()
+        except RuntimeError as exc:
+            if "inplace" in str(exc):
+                raise fail_with(check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]) from None
+            raise fail(check, f"{where} backward() through your layer raised RuntimeError: {exc}") from None
+    for (name, p), g in zip(params, wanted or ()):
+        if (p.grad is None) != (g is None) or (g is not None and not same(p.grad, g)):
+            detail = (f"{name} gets no gradient" if p.grad is None else
+                      f"the gradient of {name} differs from the reference ({describe_difference(g, p.grad)})")
+            raise fail_with(check, "gradient_blocked", where, detail=detail)
+
+
+def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case, read: Read, compute: Callable,
+                pairs: Sequence[tuple[str, Recipe]], reference_cls: type | None = None) -> None:
+    """Everything a layer check does: outputs on every case, probes, length limit, dropout."""
+    __tracebackhide__ = True
+    with isolated():
+        for case in cases:
+            _compare(check, cls, case, read, compute, pairs)
+        module = build(check, cls, dropout_case, DROPOUT_P)
+        weights = read(module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
+        x = dropout_case.inputs()
+        check_dropout(check, module, x, f"With {dropout_case.describe(cls, DROPOUT_P)}", seed=dropout_case.seed,
+                      reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace))
+        probe_layer(check, cls, cases[-1], read, compute, reference_cls)
+        check_too_long(check, cls, cases[-1])
+
+
+__all__ = [
+    "DROPOUT_P", "Case", "Read", "build", "causal_layers", "chapters", "check_dropout", "check_layer", "check_mask_buffer",
+    "check_output_shape", "check_too_long", "find_linear", "probe_backward", "probe_device", "probe_layer", "qkv_layers", "run",
+]
