@@ -24,7 +24,7 @@ class MultiHeadAttentionWrapper(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
         self.heads = nn.ModuleList(
-            cu.models.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+            cu.chapters.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
             for _ in range(num_heads)
         )
 
