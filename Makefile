@@ -57,10 +57,10 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 	$(PY) -m tools.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
-	$(PY) -m course_utils.figures
+	$(PY) -m tools.figures
 
 bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
-	$(PY) -m course_utils.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+	$(PY) -m tools.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
 
 test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 [PYTHON=python3.12]
 	@set -e; \

@@ -71,12 +71,12 @@ def readable_text_colour(background) -> str:
     return "black" if luminance > 0.179 else "white"
 
 
-def format_value(value: float) -> str:
+def format_value(value: float, decimals: int = 2) -> str:
     if math.isnan(value):
         return ""
     if value == float("-inf"):
         return MASKED_TEXT
-    return "inf" if value == float("inf") else f"{value:.2f}"
+    return "inf" if value == float("inf") else f"{value:.{decimals}f}"
 
 
 def new_figure(figsize: tuple[float, float]) -> Figure:
@@ -106,8 +106,9 @@ class Heat:
     """
 
     def __init__(self, ax, data: torch.Tensor, *, vmin: float, vmax: float, annotate: bool,
-                 cmap: str = CMAP, animated: bool = False) -> None:
+                 cmap: str = CMAP, animated: bool = False, decimals: int = 2) -> None:
         self.ax, self.colours, self.norm = ax, colormaps[cmap], Normalize(vmin=vmin, vmax=vmax)
+        self.decimals = decimals
         self.image = ax.imshow(self._shown(data), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
                                interpolation="nearest", animated=animated)
         self.texts = []
@@ -126,7 +127,7 @@ class Heat:
         background = self.ax.get_facecolor()
         for row, values in zip(self.texts, data.tolist()):
             for text, value in zip(row, values):
-                text.set_text(format_value(value))
+                text.set_text(format_value(value, self.decimals))
                 cell = self.colours(self.norm(value)) if math.isfinite(value) else background
                 text.set_color(readable_text_colour(cell))
 
@@ -178,7 +179,7 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
             col_labels: Sequence[str] | None = None, *, title: str | None = None, ax=None,
             vmin: float | None = None, vmax: float | None = None, annotate: bool | None = None,
             cmap: str = CMAP, xlabel: str = "key (attended to)", ylabel: str = "query (attending)",
-            colorbar: bool = True) -> Figure:
+            colorbar: bool = True, decimals: int = 2) -> Figure:
     """Draw a 2-d attention map: rows are queries, columns are keys.
 
     Args:
@@ -194,6 +195,7 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
         cmap: the colormap (default: colour-blind-safe ``cividis``).
         xlabel, ylabel: the axis titles.
         colorbar: draw a colour bar next to the map.
+        decimals: digits after the point in the written values.
 
     Returns:
         The figure holding the map.
@@ -223,7 +225,7 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
         ax = fig.add_subplot()
     fig = ax.figure
     annotate = n_rows <= 8 and n_cols <= 8 if annotate is None else annotate
-    heat = Heat(ax, data, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap)
+    heat = Heat(ax, data, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap, decimals=decimals)
     tick_labels(ax, cols)
     tick_labels(ax, rows, "y")
     ax.set_xlabel(xlabel)
@@ -482,6 +484,3 @@ def slider_style() -> dict:
     """Keyword arguments shared by every explorer slider (wide, label in full, update on release)."""
     return {"style": {"description_width": "initial"}, "layout": {"width": "460px"},
             "continuous_update": False}
-
-
-_new_figure = new_figure  # old name, kept until widgets.py and the figure builder move over

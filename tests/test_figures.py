@@ -1,4 +1,4 @@
-"""course_utils.figures: committed figures match the code, byte for byte; notebooks point at real figures."""
+"""tools/figures.py: committed figures match the code, byte for byte; notebooks point at real figures."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 import course_utils as cu
-from course_utils import figures as F
+from tools import figures as F
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted([*ROOT.glob("solutions/*.ipynb"), *ROOT.glob("notebooks/*.ipynb")])
@@ -45,7 +45,7 @@ def test_figure_differences_catches_changed_missing_and_stray_files(tmp_path):
     assert len(problems) == 3
     assert "causal_mask: " in problems[0] and "differs from what the code draws" in problems[0]
     assert "dropout: " in problems[1] and "is missing" in problems[1]
-    assert problems[2].startswith("old_diagram.png: not drawn by course_utils.figures")
+    assert problems[2].startswith("old_diagram.png: not drawn by tools/figures.py")
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -64,6 +64,7 @@ def test_catalogue_lists_every_diagram_with_chapter_and_alt_text():
 def test_markdown_and_path_use_the_catalogue():
     alt = F.FIGURES["causal_mask"].alt
     assert F.markdown("causal_mask") == f"![{alt}](../figures/causal_mask.png)"
+    assert F.alt_text("causal_mask") == alt
     assert F.path("causal_mask") == F.FIGURES_DIR / "causal_mask.png"
     with pytest.raises(cu.CourseInputError, match="name must be one of the course's figures .* got 'nope'"):
         F.markdown("nope")
@@ -129,4 +130,26 @@ def test_alt_text_check_catches_a_hand_written_alt_text(tmp_path):
     notebook = _fake_notebook(tmp_path, "![the mask](../figures/causal_mask.png)")
     (problem,) = F.alt_text_mismatches([notebook])
     assert "figure 'causal_mask' has alt text 'the mask'" in problem
-    assert "cu.figures.markdown('causal_mask')" in problem
+    assert "expected tools.figures.alt_text('causal_mask')" in problem
+
+
+def test_attachment_references_are_checked_for_presence_content_and_alt_text(tmp_path):
+    import base64
+
+    alt = F.alt_text("dropout")
+    notebook = _fake_notebook(tmp_path, f"![{alt}](attachment:dropout.png)", "![x](attachment:causal_mask.png)",
+                              f"![{alt}](attachment:dropout.png)")
+    cells = json.loads(notebook.read_text())
+    fresh = base64.b64encode(F.path("dropout").read_bytes()).decode()
+    cells["cells"][0]["attachments"] = {"dropout.png": {"image/png": fresh}}
+    cells["cells"][3]["attachments"] = {"dropout.png": {"image/png": base64.b64encode(b"old").decode()}}
+    notebook.write_text(json.dumps(cells))
+    refs = F.figure_references(notebook)
+    assert [(r.cell, r.name, r.target) for r in refs] == [(0, "dropout", None), (2, "causal_mask", None),
+                                                          (3, "dropout", None)]
+    problems = F.broken_figure_references([notebook])
+    assert len(problems) == 2
+    assert "cell 2: 'attachment:causal_mask.png' is not among the cell's attachments" in problems[0]
+    assert "cell 3: 'attachment:dropout.png' differs from figures/dropout.png" in problems[1]
+    (mismatch,) = F.alt_text_mismatches([notebook])
+    assert "figure 'causal_mask' has alt text 'x'" in mismatch
