@@ -8,7 +8,10 @@
   (a folder holding a link to the real ``course_utils``): afterwards ``course_utils`` imports from
   the clone; (b) with the clone already there (no git), (c) from a clone's ``notebooks/`` folder,
   (d) with everything present: nothing is run and ``sys.path`` is unchanged, (e) with packages
-  missing: one pip install of exactly those, (f) with torch missing: a clear ImportError, no install.
+  missing: one pip install of exactly those, (f) with torch missing: a clear ImportError, no install,
+  (g) when the clone fails (the fake git refuses, or git is not installed, or a real git is given an
+  address that cannot be reached): one short RuntimeError naming the repository, the reason and what
+  to do, and none of git's raw output.
 """
 
 from __future__ import annotations
@@ -108,6 +111,8 @@ def forget_course_utils():
 for scenario in scenarios:
     os.chdir(scenario["cwd"])
     os.environ["FAKE_GIT_LOG"] = scenario["git_log"]
+    os.environ["FAKE_GIT_FAIL"] = "1" if scenario.get("git_fails") else ""
+    os.environ["PATH"] = scenario.get("path", os.environ["PATH"])
     forget_course_utils()
     sys.path[:] = initial_path
     if scenario["hide_repo"]:  # the course's virtualenv puts the repository on sys.path (a .pth file)
@@ -152,6 +157,11 @@ FAKE_GIT = """#!/bin/sh
 # A fake git for the test: records its arguments and "clones" by linking the real course_utils.
 echo "$@" >> "$FAKE_GIT_LOG"
 [ "$1" = clone ] || exit 1
+if [ -n "$FAKE_GIT_FAIL" ]; then
+  echo "Cloning into 'x'..." >&2
+  echo "fatal: repository 'https://example.invalid/x.git/' not found" >&2
+  exit 128
+fi
 for last in "$@"; do :; done
 name=$(basename "$last" .git)
 mkdir -p "$name" && ln -s "$COURSE_UTILS" "$name/course_utils"
@@ -181,7 +191,15 @@ def _scenarios(tmp: Path) -> dict[str, dict]:
         "two_missing": dict(dry, missing=MODULES[:2]),
         "all_missing": dict(dry, missing=MODULES),
         "no_torch": dict(dry, missing=["torch"]),
+        "clone_fails": dict(live, cwd=str(_fresh(tmp / "fails" / "content")), git_fails=True, **{"import": False}),
+        "no_git": dict(live, cwd=str(_fresh(tmp / "nogit" / "content")), path=str(tmp / "empty-bin"),
+                       **{"import": False}),
     }
+
+
+def _fresh(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    return folder
 
 
 _RUNS: dict[str, dict[str, dict]] = {}
@@ -198,6 +216,7 @@ def runs(request, tmp_path_factory) -> dict[str, dict]:
             scenario.update(source=SETUP_SOURCES[name], git_log=str(tmp / f"git-{key}.log"))
         bin_dir = tmp / "fake-bin"
         bin_dir.mkdir()
+        (tmp / "empty-bin").mkdir()
         (bin_dir / "git").write_text(FAKE_GIT)
         (bin_dir / "git").chmod(0o755)
         env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -270,3 +289,42 @@ def test_setup_cell_never_installs_torch(name, runs):
     result = runs["no_torch"]
     assert result["error"].startswith("ImportError") and "pytorch.org" in result["error"], result
     assert result["calls"] == []
+
+
+FETCH_FAILED = f"RuntimeError: Could not fetch the course helpers (course_utils) from {config.REPO_URL}: "
+WHAT_TO_DO = "Check that this runtime is online"
+
+
+@pytest.mark.parametrize("name", SETUP_SOURCES)
+def test_setup_cell_explains_a_failed_clone(name, runs):
+    if "Could not fetch" not in SETUP_SOURCES[name]:
+        pytest.skip("an older setup cell: `make headers` brings the explained failure")
+    result = runs["clone_fails"]
+    assert result["error"] == (FETCH_FAILED + "fatal: repository 'https://example.invalid/x.git/' not found. "
+                               + WHAT_TO_DO + " and the address opens in a browser, then run this cell again; "
+                               "or download the repository and open the notebook from its folder.")
+    assert result["calls"] == [["git", "clone", "--depth", "1", f"{config.REPO_URL}.git"]]
+    assert runs["no_git"]["error"].startswith(FETCH_FAILED + "git is not installed. " + WHAT_TO_DO)
+
+
+def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_path):
+    """The generator's cell, run by a fresh Python with no course_utils anywhere and a real git
+    pointed at an address nothing listens on: one message, nothing of git's own output."""
+    source = nbtools.setup_cell_source().replace(config.REPO_URL, "http://127.0.0.1:9/nowhere/course")
+    driver = (
+        "import os, sys\n"
+        "sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != os.path.realpath(sys.argv[1])]\n"
+        "try:\n"
+        "    exec(compile(sys.argv[2], '<setup cell>', 'exec'), {'__name__': '__main__'})\n"
+        "except RuntimeError as exc:\n"
+        "    print('MESSAGE', exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", driver, str(ROOT), source], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "MESSAGE Could not fetch the course helpers (course_utils) from http://127.0.0.1:9/nowhere/course: "), lines
+    assert WHAT_TO_DO in lines[0]
+    assert not (tmp_path / "course").exists()

@@ -166,18 +166,33 @@ import os
 import subprocess
 import sys
 
+REPO = "{config.REPO_URL}"
 if importlib.util.find_spec("torch") is None:
     raise ImportError("This course needs PyTorch: see https://pytorch.org for the install command.")
 if importlib.util.find_spec("course_utils") is None:
     here = [p for p in (".", "..") if os.path.isdir(os.path.join(p, "course_utils"))]
     if not here:
         if not os.path.isdir("{config.CLONE_DIR}"):
-            subprocess.run(["git", "clone", "--depth", "1", "{config.REPO_URL}.git"], check=True)
+            try:
+                git = subprocess.run(["git", "clone", "--depth", "1", REPO + ".git"], capture_output=True, text=True)
+                why = git.returncode and ((git.stderr or "").strip().splitlines() or [f"git exit {{git.returncode}}"])[-1]
+            except FileNotFoundError:
+                why = "git is not installed"
+            if why:
+                raise RuntimeError(
+                    f"Could not fetch the course helpers (course_utils) from {{REPO}}: {{why}}. "
+                    "Check that this runtime is online and the address opens in a browser, then run "
+                    "this cell again; or download the repository and open the notebook from its folder."
+                ) from None
         here = ["{config.CLONE_DIR}"]
     sys.path.insert(0, os.path.abspath(here[0]))
 missing = [pip for pip, mod in [{packages}] if importlib.util.find_spec(mod) is None]
 if missing:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], check=True)'''
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], capture_output=True, text=True)
+    if install.returncode != 0:
+        why = ((install.stderr or "").strip().splitlines() or [f"pip exit {{install.returncode}}"])[-1]
+        raise RuntimeError(f"Could not install {{', '.join(missing)}}: {{why}}. Check that this runtime is online, "
+                           "then run this cell again.") from None'''
 
 
 def set_headers(nb, folder: str, filename: str) -> None:
