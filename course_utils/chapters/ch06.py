@@ -64,11 +64,12 @@ class TinyGPT(nn.Module):
     def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
         super().__init__()
         self.embed = InputEmbedding(vocab_size, context_length, d_model)
-        self.attn = cu.models.MultiHeadAttention(d_model, d_model, context_length, dropout,
-                                                 num_heads)
+        self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout,
+                                                   num_heads)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
 
     def forward(self, token_ids):
+        """token_ids: (b, n) -> next-token logits (b, n, vocab_size)."""
         vectors = self.embed(token_ids)  # (b, n, d_model)
         context = self.attn(vectors)  # (b, n, d_model)
         return self.head(context)  # (b, n, vocab_size)
