@@ -15,6 +15,7 @@ __all__ = [
     "apply_rope",
     "repeat_kv",
     "GroupedQueryAttention",
+    "gqa_attend_with_cache",
 ]
 
 
@@ -115,3 +116,26 @@ class GroupedQueryAttention(nn.Module):
         weights = self.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1))  # (b, h, n, n)
         context = (weights @ v).transpose(1, 2).reshape(b, n, self.d_out)  # (b, n, d_out)
         return self.out_proj(context)  # (b, n, d_out)
+
+
+def gqa_attend_with_cache(attn, x_new, cache=None):
+    """GroupedQueryAttention for the m newest tokens x_new (b, m, d_in), given the cache
+    (keys, values, seen) of earlier tokens; returns the output (b, m, d_out) and the new cache."""
+    b, m, _ = x_new.shape
+    keys, values, seen = cache if cache is not None else (None, None, 0)
+    q = attn.W_query(x_new).view(b, m, attn.num_heads, attn.head_dim).transpose(1, 2)  # (b, h, m, hd)
+    k = attn.W_key(x_new).view(b, m, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (b, g, m, hd)
+    v = attn.W_value(x_new).view(b, m, attn.n_kv_heads, attn.head_dim).transpose(1, 2)  # (b, g, m, hd)
+    if attn.rope:
+        positions = torch.arange(seen, seen + m, device=x_new.device)  # (m,): continuing the text
+        q, k = apply_rope(q, positions, attn.rope_base), apply_rope(k, positions, attn.rope_base)
+    if keys is not None:
+        k, v = torch.cat([keys, k], dim=2), torch.cat([values, v], dim=2)  # (b, g, cached + m, hd)
+    n_k, n_rep = k.shape[2], attn.num_heads // attn.n_kv_heads
+    allowed = sliding_window_mask(m, n_k, attn.window or n_k, device=x_new.device)  # (m, n_k): bottom-right
+    scores = q @ repeat_kv(k, n_rep).transpose(2, 3) / attn.head_dim**0.5  # (b, h, m, n_k)
+    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)  # (b, h, m, n_k)
+    context = (weights @ repeat_kv(v, n_rep)).transpose(1, 2).reshape(b, m, attn.d_out)  # (b, m, d_out)
+    if attn.window:
+        k, v = k[:, :, -attn.window :], v[:, :, -attn.window :]  # (b, g, <= window, hd): the newest only
+    return attn.out_proj(context), (k, v, seen + m)
