@@ -58,16 +58,8 @@ def test_names_the_bug(cls, bug):
     with pytest.raises(CheckFailure) as info:
         check(cls)
     message = str(info.value)
-    assert BUGS[bug].diagnosis in message, message
+    assert info.value.bug == bug, message
     assert BUGS[bug].hint in message
-
-
-def test_every_causal_bug_has_a_buggy_class():
-    multihead_only = {"softmax_heads", "scale_d_out", "keys_values_from_query", "view_without_transpose",
-                      "merge_without_transpose", "missing_contiguous", "out_proj_unused",
-                      "no_divisibility_check", "heads_python_list", "heads_shared", "concat_wrong_axis",
-                      "stacked_heads", "wrapper_d_out_split"}
-    assert set(BUGS) - multihead_only == {bug for _, bug in NAMED_BUGS}
 
 
 def test_messages_give_the_numbers():

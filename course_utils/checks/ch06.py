@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from ._core import (
-    Bug,
+from ._engine import (
     call,
+    chapters,
     describe_difference,
     ensure_callable,
     ensure_class,
+    expect_tensor_output,
     fail,
-    fail_with_bug,
+    fail_with,
     generator,
     match_bug,
     passed,
     preserved_rng,
+    probe_device,
     randn,
     same,
 )
@@ -35,63 +38,6 @@ def _ids(n: int, seed: int) -> list[int]:
 # off-by-one mistakes; the others have a stride that is neither 1 nor context_length.
 _DATASET_CASES = ((20, 4, 1), (23, 5, 3), (24, 5, 3), (17, 8, 8), (9, 8, 2), (30, 6, 4))
 
-_DATASET_BUGS = {
-    "stride_ignored": Bug(
-        "stride_ignored",
-        "Your dataset ignores the stride: it starts a window at every token, as if stride "
-        "were 1.",
-        "window i starts at token i * stride; count the starts with "
-        "len(range(0, len(token_ids) - context_length, stride)).",
-    ),
-    "step_by_context": Bug(
-        "step_by_context",
-        "Your windows are spaced context_length tokens apart whatever the stride is: you "
-        "stepped by context_length instead of by stride.",
-        "use the stride as the step between window starts.",
-    ),
-    "extra_window": Bug(
-        "extra_window",
-        "Off by one: your dataset has one window too many. The last window's target would "
-        "need the token *after* the final token of the text, which does not exist.",
-        "a window starting at s needs tokens s .. s + context_length (inclusive, for the "
-        "target), so s must stay below len(token_ids) - context_length.",
-    ),
-    "floor_count": Bug(
-        "floor_count",
-        "Your window count rounds down ((len - context_length) // stride), which loses the "
-        "last window when the stride does not divide the remaining length evenly.",
-        "count the starts instead: len(range(0, len(token_ids) - context_length, stride)).",
-    ),
-    "missing_window": Bug(
-        "missing_window",
-        "Off by one: your dataset has one window too few; the last valid window is missing.",
-        "window starts run over range(0, len(token_ids) - context_length, stride).",
-    ),
-    "not_shifted": Bug(
-        "not_shifted",
-        "Your targets are not shifted: they equal the inputs. The target at position t must "
-        "be the token that comes *next*, i.e. token t + 1.",
-        "take the targets one token later: token_ids[s + 1 : s + context_length + 1].",
-    ),
-    "swapped": Bug(
-        "swapped",
-        "Your inputs and targets are swapped, so the shift goes the wrong way: the model "
-        "would be asked to predict the *previous* token.",
-        "inputs = token_ids[s : s + context_length], targets = token_ids[s + 1 : s + context_length + 1].",
-    ),
-    "shifted_back": Bug(
-        "shifted_back",
-        "Your targets are shifted the wrong way: they start one token *before* the inputs, so "
-        "each target is the previous token instead of the next one.",
-        "targets = token_ids[s + 1 : s + context_length + 1].",
-    ),
-    "stride_ignored_getitem": Bug(
-        "stride_ignored_getitem",
-        "Your window count uses the stride, but __getitem__ does not: window i starts at "
-        "token i instead of token i * stride.",
-        "in __getitem__, start at i * stride (or store the start positions in __init__).",
-    ),
-}
 
 
 def _window_count(n: int, length: int, stride: int) -> int:
@@ -116,16 +62,16 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
         got_len = call(name, len, ds, what="len(dataset)")
         if got_len != expected_len:
             counts = [
-                ("stride_ignored", n - length),
-                ("step_by_context", _window_count(n, length, length)),
-                ("extra_window", len(range(0, n - length + 1, stride))),
-                ("floor_count", (n - length) // stride),
-                ("missing_window", len(range(0, n - length - 1, stride))),
+                ("window_stride_ignored", n - length),
+                ("window_step_by_context", _window_count(n, length, length)),
+                ("window_extra", len(range(0, n - length + 1, stride))),
+                ("window_floor_count", (n - length) // stride),
+                ("window_missing", len(range(0, n - length - 1, stride))),
             ]
             where_len = f"{where} expected {expected_len} windows, your dataset has {got_len}."
             for key, count in counts:
                 if count == got_len:
-                    raise fail_with_bug(name, _DATASET_BUGS[key], where_len)
+                    raise fail_with(name, key, where_len)
             raise fail(name, where_len, "window starts run over range(0, len(token_ids) - "
                        "context_length, stride).")
         full = torch.tensor(ids)
@@ -154,13 +100,13 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
             before = full[start - 1:start - 1 + length] if start >= 1 else None
             unstrided_x = full[i:i + length]
             if same(x, want_x) and same(y, x):
-                raise fail_with_bug(name, _DATASET_BUGS["not_shifted"], where_i)
+                raise fail_with(name, "targets_not_shifted", where_i)
             if same(x, want_y) and same(y, want_x):
-                raise fail_with_bug(name, _DATASET_BUGS["swapped"], where_i)
+                raise fail_with(name, "targets_swapped", where_i)
             if same(x, want_x) and before is not None and same(y, before):
-                raise fail_with_bug(name, _DATASET_BUGS["shifted_back"], where_i)
+                raise fail_with(name, "targets_shifted_back", where_i)
             if stride != 1 and same(x, unstrided_x):
-                raise fail_with_bug(name, _DATASET_BUGS["stride_ignored_getitem"], where_i)
+                raise fail_with(name, "window_stride_ignored_getitem", where_i)
             if not same(x, want_x):
                 raise fail(name, f"{where_i} inputs should be {want_x.tolist()}, got "
                            f"{x.tolist()}.", "inputs = token_ids[s : s + context_length] "
@@ -175,63 +121,6 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
 # (vocab_size, context_length, d_model, batch); vocab_size != context_length everywhere.
 _EMBEDDING_CASES = ((50, 6, 4, 2), (97, 10, 8, 3), (50257, 8, 16, 2))
 
-_EMBEDDING_BUGS = {
-    "pos_sized_by_vocab": Bug(
-        "pos_sized_by_vocab",
-        "Your positional table has vocab_size rows. Positions are 0, 1, ..., n - 1, so the "
-        "table needs one row per *position*: context_length rows. Sized by the vocabulary it "
-        "wastes vocab_size - context_length rows that are never used and lets inputs longer "
-        "than context_length through without complaint.",
-        "nn.Embedding(context_length, d_model) for the positions.",
-    ),
-    "pos_not_sliced": Bug(
-        "pos_not_sliced",
-        "Your layer works when the input has exactly context_length tokens but fails on a "
-        "shorter one: the positional embeddings are not cut to the input length n.",
-        "look up positions torch.arange(n) (n = token_ids.shape[1]), not all context_length rows.",
-    ),
-    "positions_missing": Bug(
-        "positions_missing",
-        "Your output is the token embeddings alone: the positional embeddings are never added, "
-        "so the model cannot tell 'dog bites man' from 'man bites dog'.",
-        "return token_embeddings + position_embeddings.",
-    ),
-    "positions_only": Bug(
-        "positions_only",
-        "Your output is the positional embeddings alone: the token embeddings are missing.",
-        "return token_embeddings + position_embeddings.",
-    ),
-    "multiplied": Bug(
-        "multiplied",
-        "You multiplied the token and positional embeddings; GPT adds them.",
-        "use +, not *.",
-    ),
-    "concatenated": Bug(
-        "concatenated",
-        "You concatenated the token and positional embeddings, which doubles the width; GPT "
-        "adds them, so the output keeps d_model features.",
-        "use token_embeddings + position_embeddings.",
-    ),
-    "last_positions": Bug(
-        "last_positions",
-        "For a short input you used the *last* n rows of the positional table; the first "
-        "token is at position 0, so use the first n rows.",
-        "positions are torch.arange(n).",
-    ),
-    "long_unclear": Bug(
-        "long_unclear",
-        "An input longer than context_length fails, but only with PyTorch's own error from the "
-        "lookup, which does not say what went wrong.",
-        "check n = token_ids.shape[1] against context_length first and raise a ValueError "
-        "that names both numbers.",
-    ),
-    "long_accepted": Bug(
-        "long_accepted",
-        "An input longer than context_length went through without an error; there are no "
-        "positional embeddings for those extra positions.",
-        "check n = token_ids.shape[1] against context_length and raise a ValueError.",
-    ),
-}
 
 
 def _tables(module: nn.Module) -> list[torch.Tensor]:
@@ -253,7 +142,7 @@ def check_input_embedding(embedding_cls: type) -> None:
         where = f"With vocab_size={vocab}, context_length={length}, d_model={d}:"
         shapes = [tuple(t.shape) for t in _tables(layer)]
         if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
-            raise fail_with_bug(name, _EMBEDDING_BUGS["pos_sized_by_vocab"],
+            raise fail_with(name, "pos_sized_by_vocab",
                                 f"{where} your tables have shapes {shapes}.")
         if (vocab, d) not in shapes or (length, d) not in shapes:
             raise fail(name, f"{where} expected a token table of shape {(vocab, d)} and a "
@@ -276,7 +165,7 @@ def check_input_embedding(embedding_cls: type) -> None:
                     with torch.no_grad():
                         got = layer(ids)
                 except Exception as exc:  # noqa: BLE001 - we report it in words
-                    raise fail_with_bug(name, _EMBEDDING_BUGS["pos_not_sliced"],
+                    raise fail_with(name, "pos_not_sliced",
                                         f"{where} on an input of {n} tokens it raised "
                                         f"{type(exc).__name__}: {exc}") from None
             else:
@@ -285,29 +174,29 @@ def check_input_embedding(embedding_cls: type) -> None:
             token_part = tok_values[ids]                       # (batch, n, d)
             pos_part = pos_values[:n]                          # (n, d)
             expected = token_part + pos_part                   # (batch, n, d)
-            if not isinstance(got, torch.Tensor):
-                raise fail(name, f"{where} {what} returned a {type(got).__name__}, not a tensor.")
+            got = expect_tensor_output(name, got, what)
             if same(got, expected):
                 full_ok = full_ok or n == length
                 continue
             where_n = f"{where} on token ids of shape {(batch, n)}:"
             if n < length and tuple(got.shape) == (batch, length, d):
-                raise fail_with_bug(name, _EMBEDDING_BUGS["pos_not_sliced"],
+                raise fail_with(name, "pos_not_sliced",
                                     f"{where_n} your output has shape {tuple(got.shape)}: all "
                                     f"{length} positions were added to an input of "
                                     f"{n} token{'s' if n != 1 else ''}.")
             if tuple(got.shape) == (batch, n, 2 * d):
-                raise fail_with_bug(name, _EMBEDDING_BUGS["concatenated"], where_n)
+                raise fail_with(name, "embeddings_concatenated", where_n)
             bug = match_bug(got, [
-                (_EMBEDDING_BUGS["positions_missing"], lambda: token_part),
-                (_EMBEDDING_BUGS["positions_only"], lambda: pos_part.expand(batch, n, d)),
-                (_EMBEDDING_BUGS["multiplied"], lambda: token_part * pos_part),
-                (_EMBEDDING_BUGS["last_positions"], lambda: token_part + pos_values[length - n:]),
+                ("positions_missing", lambda: token_part),
+                ("positions_only", lambda: pos_part.expand(batch, n, d)),
+                ("embeddings_multiplied", lambda: token_part * pos_part),
+                ("last_positions", lambda: token_part + pos_values[length - n:]),
             ])
             if bug:
-                raise fail_with_bug(name, bug, where_n)
+                raise fail_with(name, bug, where_n)
             raise fail(name, f"{where_n} {describe_difference(expected, got)}.",
                        "output = token_table(token_ids) + position_table(torch.arange(n)).")
+        probe_device(name, copy.deepcopy(layer), ids, where)
         ids = torch.randint(0, vocab, (1, length + 1), generator=generator(950 + case))
         try:
             with torch.no_grad():
@@ -315,10 +204,9 @@ def check_input_embedding(embedding_cls: type) -> None:
         except ValueError:
             continue
         except Exception as exc:  # noqa: BLE001 - we report it in words
-            raise fail_with_bug(name, _EMBEDDING_BUGS["long_unclear"],
-                                f"{where} an input of {length + 1} tokens raised "
-                                f"{type(exc).__name__}: {exc}") from None
-        raise fail_with_bug(name, _EMBEDDING_BUGS["long_accepted"],
+            raise fail_with(name, "length_error_not_value_error", f"{where} an input of {length + 1} tokens:",
+                            error=type(exc).__name__) from None
+        raise fail_with(name, "no_length_check",
                             f"{where} an input of {length + 1} tokens raised nothing.")
     passed(name, f"token + positional embeddings are right on {len(_EMBEDDING_CASES)} sizes, "
            "for full, short and too-long inputs")
@@ -330,116 +218,29 @@ _MHA_CASES = ((8, 2, False, 6, 2, 5), (12, 3, True, 4, 3, 4), (16, 4, False, 8, 
               (6, 1, True, 5, 2, 3))
 _QKV = ("query", "key", "value")
 
-_COPY_BUGS = {
-    "wrong_direction": Bug(
-        "wrong_direction",
-        "Your function changed *our* layer's weights: it copied from nn.MultiheadAttention "
-        "into ours instead of the other way round.",
-        "write into theirs.in_proj_weight and theirs.out_proj; only read from ours.",
-    ),
-    "order": Bug(
-        "order",
-        "in_proj_weight holds the three projection matrices stacked in the order query, key, "
-        "value; yours are stacked in a different order.",
-        "torch.cat([ours.W_query.weight, ours.W_key.weight, ours.W_value.weight], dim=0).",
-    ),
-    "transposed": Bug(
-        "transposed",
-        "You copied transposed matrices. nn.Linear and nn.MultiheadAttention store weights "
-        "the same way, (out_features, in_features), so no transpose is needed.",
-        "copy the .weight tensors as they are.",
-    ),
-    "in_proj_not_copied": Bug(
-        "in_proj_not_copied",
-        "theirs.in_proj_weight still holds its own random initial values: the query, key and "
-        "value matrices were never copied into it.",
-        "copy torch.cat([W_query, W_key, W_value]) into theirs.in_proj_weight.",
-    ),
-    "in_bias_not_copied": Bug(
-        "in_bias_not_copied",
-        "Our layer has query/key/value biases (qkv_bias=True), but theirs.in_proj_bias was "
-        "left as it was.",
-        "copy torch.cat([b_query, b_key, b_value]) into theirs.in_proj_bias when ours has biases.",
-    ),
-    "in_bias_not_zero": Bug(
-        "in_bias_not_zero",
-        "Our layer has no query/key/value biases (qkv_bias=False), so theirs.in_proj_bias "
-        "must be all zeros.",
-        "zero it: theirs.in_proj_bias.zero_() (inside torch.no_grad()).",
-    ),
-    "out_proj_not_copied": Bug(
-        "out_proj_not_copied",
-        "theirs.out_proj.weight still holds its own initial values: the output projection "
-        "was not copied. Without it the heads are combined with different weights.",
-        "copy ours.out_proj.weight into theirs.out_proj.weight (and the bias too).",
-    ),
-    "out_proj_transposed": Bug(
-        "out_proj_transposed",
-        "You copied the output projection's weight transposed; both layers store it as "
-        "(out_features, in_features).",
-        "copy ours.out_proj.weight as it is.",
-    ),
-    "out_bias_not_copied": Bug(
-        "out_bias_not_copied",
-        "theirs.out_proj.bias was not copied from ours.out_proj.bias.",
-        "copy the bias as well as the weight.",
-    ),
-    "no_grad": Bug(
-        "no_grad",
-        "PyTorch refused an in-place copy into a parameter that requires gradients.",
-        "do the copying inside `with torch.no_grad():`.",
-    ),
-}
-
-_MASK_BUGS = {
-    "inverted": Bug(
-        "inverted",
-        "Your mask uses the opposite convention. For nn.MultiheadAttention's attn_mask, True "
-        "means 'do NOT attend' (the future, above the diagonal); True meaning 'attend' is "
-        "the convention of scaled_dot_product_attention's boolean mask.",
-        "True strictly above the diagonal: torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1).",
-    ),
-    "diagonal_masked": Bug(
-        "diagonal_masked",
-        "Your mask also hides the diagonal, so no token may attend to itself (and the first "
-        "token may attend to nothing at all). Only the future is masked.",
-        "use diagonal=1 in torch.triu, so the diagonal stays visible.",
-    ),
-    "additive_ones": Bug(
-        "additive_ones",
-        "Your mask is a float tensor of 0s and 1s. nn.MultiheadAttention *adds* a float mask "
-        "to the scores, so a 1 just raises a score a little and blocks nothing.",
-        "use a bool mask (True = do not attend), or a float mask with -inf where attention is "
-        "forbidden and 0 elsewhere.",
-    ),
-    "not_tensor": Bug(
-        "not_tensor",
-        "The mask must be a torch.Tensor of shape (n, n).",
-        "build it with torch.triu(...) or torch.ones(...).",
-    ),
-}
 
 
-def _mask_bug(mask: torch.Tensor, n: int) -> Bug | None:
+
+def _mask_bug(mask: torch.Tensor, n: int) -> str | None:
     future = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)  # (n, n)
     if mask.dtype == torch.bool:
         if torch.equal(mask, future):
             return None
         if torch.equal(mask, ~future) or torch.equal(mask, torch.tril(~future, diagonal=-1)):
-            return _MASK_BUGS["inverted"]
+            return "torch_mask_inverted"
         if torch.equal(mask, torch.triu(torch.ones(n, n, dtype=torch.bool))):
-            return _MASK_BUGS["diagonal_masked"]
+            return "mask_diagonal"
         return None
     if mask.is_floating_point():
         zeros = torch.zeros(n, n, dtype=mask.dtype)
         if torch.equal(mask, zeros.masked_fill(future, float("-inf"))):
             return None
         if torch.equal(mask, future.to(mask.dtype)) or torch.equal(mask, (~future).to(mask.dtype)):
-            return _MASK_BUGS["additive_ones"]
+            return "float_mask_ones"
         if torch.equal(mask, zeros.masked_fill(~future, float("-inf"))):
-            return _MASK_BUGS["inverted"]
+            return "torch_mask_inverted"
         if torch.equal(mask, zeros.masked_fill(torch.triu(~zeros.bool()), float("-inf"))):
-            return _MASK_BUGS["diagonal_masked"]
+            return "mask_diagonal"
     return None
 
 
@@ -455,13 +256,13 @@ def _check_in_proj(name, where, got, init, blocks, what):
     for order in itertools.permutations(range(3)):
         if order != (0, 1, 2) and same(got, torch.cat([blocks[i] for i in order], dim=0)):
             names = ", ".join(_QKV[i] for i in order)
-            raise fail_with_bug(name, _COPY_BUGS["order"],
+            raise fail_with(name, "in_proj_order",
                                 f"{where} your in_proj_{what} holds ({names}).")
     if what == "weight":
         if same(got, torch.cat([b.T for b in blocks], dim=0)):
-            raise fail_with_bug(name, _COPY_BUGS["transposed"], where)
+            raise fail_with(name, "copy_transposed", where)
         if same(got, init):
-            raise fail_with_bug(name, _COPY_BUGS["in_proj_not_copied"], where)
+            raise fail_with(name, "in_proj_not_copied", where)
     raise fail(name, f"{where} in_proj_{what} is wrong: {describe_difference(expected, got)}.",
                f"in_proj_{what} = torch.cat([query, key, value], dim=0).")
 
@@ -470,12 +271,12 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
     """Check that ``copy_fn(ours, theirs)`` and ``mask_fn(n)`` make ``nn.MultiheadAttention``
     compute exactly what the course's ``MultiHeadAttention`` computes.
 
-    ``copy_fn`` copies the weights of ``ours`` (``cu.models.MultiHeadAttention``) into
+    ``copy_fn`` copies the weights of ``ours`` (``cu.chapters.MultiHeadAttention``) into
     ``theirs`` (``nn.MultiheadAttention(d, heads, batch_first=True)``) in place; ``mask_fn(n)``
     returns the causal ``attn_mask`` for ``n`` tokens in ``nn.MultiheadAttention``'s convention.
     """
     __tracebackhide__ = True
-    from ..models import MultiHeadAttention
+    MultiHeadAttention = chapters().MultiHeadAttention  # noqa: N806 - the chapter's class
 
     name = "check_copy_into_torch_mha"
     ensure_callable(name, copy_fn, "your copy function copy_fn(ours, theirs) as first argument")
@@ -494,13 +295,17 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
                        "in place.", "replace `raise NotImplementedError()` with your code.") from None
         except RuntimeError as exc:
             if "leaf Variable" in str(exc) or "requires grad" in str(exc):
-                raise fail_with_bug(name, _COPY_BUGS["no_grad"],
+                raise fail_with(name, "copy_without_no_grad",
                                     f"copy_fn raised RuntimeError: {exc}") from None
             raise fail(name, f"copy_fn(ours, theirs) raised RuntimeError: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - we report any crash in plain words
             raise fail(name, f"copy_fn(ours, theirs) raised {type(exc).__name__}: {exc}") from exc
         if any(not torch.equal(v, ours_before[k]) for k, v in ours.state_dict().items()):
-            raise fail_with_bug(name, _COPY_BUGS["wrong_direction"], where)
+            raise fail_with(name, "copy_wrong_direction", where)
+        ours_storage = {p.untyped_storage().data_ptr(): n for n, p in ours.named_parameters()}
+        for their_name, p in theirs.named_parameters():
+            if p.untyped_storage().data_ptr() in ours_storage or any(p is q for q in ours.parameters()):
+                raise fail_with(name, "shared_parameter", where, detail=f"theirs.{their_name}")
         params = dict(theirs.named_parameters())
         weight = params["in_proj_weight"].detach()
         if tuple(weight.shape) != (3 * d, d):
@@ -515,35 +320,33 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
             bias = bias.detach()
             if qkv_bias:
                 if same(bias, theirs_before["in_proj_bias"]):
-                    raise fail_with_bug(name, _COPY_BUGS["in_bias_not_copied"], where)
+                    raise fail_with(name, "in_bias_not_copied", where)
                 _check_in_proj(name, where, bias, theirs_before["in_proj_bias"],
                                [q.bias.detach(), k.bias.detach(), v.bias.detach()], "bias")
             elif not same(bias, torch.zeros_like(bias)):
-                raise fail_with_bug(name, _COPY_BUGS["in_bias_not_zero"], where)
+                raise fail_with(name, "in_bias_not_zero", where)
         out_w = params["out_proj.weight"].detach()
         want_w = ours.out_proj.weight.detach()
         if not same(out_w, want_w):
             if same(out_w, want_w.T):
-                raise fail_with_bug(name, _COPY_BUGS["out_proj_transposed"], where)
+                raise fail_with(name, "out_proj_transposed", where)
             if same(out_w, theirs_before["out_proj.weight"]):
-                raise fail_with_bug(name, _COPY_BUGS["out_proj_not_copied"], where)
+                raise fail_with(name, "out_proj_not_copied", where)
             raise fail(name, f"{where} out_proj.weight is wrong: "
                        f"{describe_difference(want_w, out_w)}.")
         out_b = params["out_proj.bias"].detach()
         if not same(out_b, ours.out_proj.bias.detach()):
-            raise fail_with_bug(name, _COPY_BUGS["out_bias_not_copied"], where)
+            raise fail_with(name, "out_bias_not_copied", where)
 
         for m in (n, 1, length):
             mask = call(name, mask_fn, m, what=f"mask_fn({m})")
-            if not isinstance(mask, torch.Tensor):
-                raise fail_with_bug(name, _MASK_BUGS["not_tensor"],
-                                    f"mask_fn({m}) returned a {type(mask).__name__}.")
+            mask = expect_tensor_output(name, mask, f"mask_fn({m})")
             if tuple(mask.shape) != (m, m):
                 raise fail(name, f"mask_fn({m}) returned shape {tuple(mask.shape)}; the mask "
                            f"for {m} tokens must be ({m}, {m}).")
             bug = _mask_bug(mask.cpu(), m)
             if bug:
-                raise fail_with_bug(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
+                raise fail_with(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
 
         x = randn(batch, n, d, seed=1100 + case)                    # (batch, n, d)
         with torch.no_grad():

@@ -6,18 +6,18 @@ import math
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
-from ._core import (
-    Bug,
-    call,
-    describe_difference,
+from ._engine import (
+    Recipe,
+    Watch,
+    attention,
+    call_pure,
     ensure_callable,
-    fail,
-    fail_with_bug,
-    match_bug,
+    expect_tensor_output,
+    fail_with,
+    mismatch,
     passed,
+    probe_device,
     randn,
     same,
 )
@@ -31,21 +31,10 @@ def _inputs(case: int, n: int, d: int, dv: int) -> tuple[torch.Tensor, torch.Ten
     return randn(n, d, seed=700 + case), randn(n, d, seed=800 + case), randn(n, dv, seed=900 + case)
 
 
-def _plain(q, k, v, *, scale, visible) -> torch.Tensor:
-    """Attention with an explicit score matrix: what each known mistake computes."""
-    n = q.shape[0]
-    rows, cols = torch.arange(n).unsqueeze(1), torch.arange(n)
-    scores = (q @ k.T) * scale
-    scores = scores.masked_fill(~visible(rows, cols), float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-
-
 def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.Tensor:
     """The online-softmax loop, with the rescaling or the final division left out on demand."""
     n = q.shape[0]
-    top = torch.full((n, 1), float("-inf"))
-    total = torch.zeros(n, 1)
-    out = torch.zeros(n, v.shape[1])
+    top, total, out = torch.full((n, 1), float("-inf")), torch.zeros(n, 1), torch.zeros(n, v.shape[1])
     rows = torch.arange(n).unsqueeze(1)
     for lo in range(0, n, block):
         kb, vb = k[lo:lo + block], v[lo:lo + block]
@@ -60,70 +49,19 @@ def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.T
     return out / total if normalise else out
 
 
-_BUGS = {
-    "no_mask": Bug(
-        "no_mask",
-        "Every query attends to every key, future included: the causal mask is missing.",
-        "inside each block, set the score to -inf where the key's position is greater than "
-        "the query's (compare torch.arange positions; the block starts at `start`).",
-    ),
-    "future_only": Bug(
-        "future_only",
-        "Your mask points the wrong way: each query sees itself and the keys *after* it, "
-        "instead of the keys before it.",
-        "mask where key position > query position, not where it is smaller.",
-    ),
-    "diagonal_masked": Bug(
-        "diagonal_masked",
-        "Your mask also hides the diagonal, so a token cannot attend to itself and the first "
-        "token sees nothing at all (its row comes out as NaN).",
-        "mask only keys strictly after the query: key position > query position.",
-    ),
-    "block_local_positions": Bug(
-        "block_local_positions",
-        "Your mask compares positions *within* the block (0 .. block_size - 1) with the "
-        "query's position in the whole sequence: key positions must include the block's start.",
-        "use torch.arange(start, start + block_length) for the keys of the block.",
-    ),
-    "no_scale": Bug(
-        "no_scale",
-        "The scores are not scaled: multiply them by 1 / sqrt(d) before the softmax.",
-        "divide q @ k_block.T by math.sqrt(d), d being the last dimension of q.",
-    ),
-    "scale_by_d": Bug(
-        "scale_by_d",
-        "You divided the scores by d instead of by sqrt(d).",
-        "the scale is 1 / sqrt(d): use math.sqrt(d) or d ** 0.5.",
-    ),
-    "no_rescale": Bug(
-        "no_rescale",
-        "When a block raises a query's running maximum, the sums gathered so far must shrink "
-        "by exp(old_max - new_max); your running sum and output are not rescaled.",
-        "multiply the running sum AND the running output by torch.exp(running_max - new_max) "
-        "before adding the new block's terms.",
-    ),
-    "no_normalise": Bug(
-        "no_normalise",
-        "You returned the running output without dividing by the running sum: the weights of "
-        "each row do not add up to 1.",
-        "return running_output / running_sum at the end.",
-    ),
-}
-
-
-class _ShapeWatch(TorchFunctionMode):
-    """Records the shapes of every tensor that torch functions and tensor methods return."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.shapes: list[tuple[int, ...]] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        for item in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(item, torch.Tensor):
-                self.shapes.append(tuple(item.shape))
-        return result
+def _candidates(q, k, v, block: int) -> list[tuple[str, Callable[[], torch.Tensor]]]:
+    n = q.shape[0]
+    local = torch.arange(n) % block > torch.arange(n).unsqueeze(1)  # key position taken within its block
+    return [
+        ("mask_missing", lambda: attention(q, k, v, Recipe(mask="none"))),
+        ("mask_past", lambda: attention(q, k, v, Recipe(mask="past"))),
+        ("mask_diagonal", lambda: attention(q, k, v, Recipe(mask="diagonal"))),
+        ("block_local_positions", lambda: attention(q, k, v, mask=local)),
+        ("no_scaling", lambda: attention(q, k, v, Recipe(scale="none"))),
+        ("scale_d_k", lambda: attention(q, k, v, Recipe(scale="d_k"))),
+        ("online_no_rescale", lambda: _streamed(q, k, v, block, rescale=False, normalise=True)),
+        ("online_no_final_division", lambda: _streamed(q, k, v, block, rescale=True, normalise=False)),
+    ]
 
 
 def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]) -> None:
@@ -134,37 +72,26 @@ def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Te
     ensure_callable(name, fn, "a function fn(q, k, v, block_size)")
     for case, (n, d, dv, block) in enumerate(_CASES):
         q, k, v = _inputs(case, n, d, dv)
-        expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        expected = attention(q, k, v)
         what = f"fn(q, k, v, block_size={block}) with n={n}, d={d} and v of width {dv}"
-        watch = _ShapeWatch()
+        watch = Watch()
         with watch:
-            got = call(name, fn, q.clone(), k.clone(), v.clone(), block, what=what)
-        if not isinstance(got, torch.Tensor):
-            raise fail(name, f"{what} returned {type(got).__name__}, not a tensor.")
-        if same(got, expected):
-            if block < n and any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
-                raise fail(
-                    name,
-                    f"{what} gives the right numbers, but it builds an ({n}, {n}) tensor: the "
-                    "full score matrix that blockwise attention exists to avoid.",
-                    f"only ever compute q @ k_block.T, of shape ({n}, block_size).",
-                )
-            continue
-        scale = 1 / math.sqrt(d)
-        bug = match_bug(got, [
-            (_BUGS["no_mask"], lambda: _plain(q, k, v, scale=scale, visible=lambda i, j: j >= 0)),
-            (_BUGS["future_only"], lambda: _plain(q, k, v, scale=scale, visible=lambda i, j: j >= i)),
-            (_BUGS["diagonal_masked"], lambda: _plain(q, k, v, scale=scale, visible=lambda i, j: j < i)),
-            (_BUGS["block_local_positions"],
-             lambda: _plain(q, k, v, scale=scale, visible=lambda i, j: j % block <= i)),
-            (_BUGS["no_scale"], lambda: _plain(q, k, v, scale=1.0, visible=lambda i, j: j <= i)),
-            (_BUGS["scale_by_d"], lambda: _plain(q, k, v, scale=1 / d, visible=lambda i, j: j <= i)),
-            (_BUGS["no_rescale"], lambda: _streamed(q, k, v, block, rescale=False, normalise=True)),
-            (_BUGS["no_normalise"], lambda: _streamed(q, k, v, block, rescale=True, normalise=False)),
-        ])
-        where = f"With {what}:"
-        if bug:
-            raise fail_with_bug(name, bug, where)
-        raise fail(name, f"{where} {describe_difference(expected, got)}.",
-                   "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
+            got = call_pure(name, fn, [q, k, v], block, what=what)
+        got = expect_tensor_output(name, got, what)
+        if not same(got, expected):
+            raise mismatch(name, got, expected, f"With {what}:", _candidates(q, k, v, block),
+                           "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
+        sdpa = [c for c in watch.calls if c[0] == "scaled_dot_product_attention"]
+        if sdpa:
+            raise fail_with(name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
+        if block < n:
+            if any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
+                raise fail_with(name, "blockwise_full_scores", what=what, n=n)
+            rows = [c for c in watch.calls if c[0] in ("softmax", "_softmax") and c[2] and
+                    isinstance(c[2][0], torch.Tensor) and c[2][0].shape[-1] == n]
+            if rows:
+                raise fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
+    probe_device(name, None, _inputs(0, 8, 4, 4), "With q, k and v on another device:",
+                 fn=lambda q, k, v: fn(q, k, v, 3))
     passed(name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor")
+

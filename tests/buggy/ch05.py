@@ -82,7 +82,7 @@ def _wrapper_of(head_class):
 
 # (wrapper class, bug) pairs whose heads carry a chapter-04 bug
 WRAPPERS_OF_BUGGY_HEADS = [
-    (_wrapper_of(ch04.SoftmaxOverQueries), "softmax_queries"),
+    (_wrapper_of(ch04.SoftmaxOverQueries), "softmax_over_queries"),
     (_wrapper_of(ch04.NoScaling), "no_scaling"),
     (_wrapper_of(ch04.MaskLeaksNextToken), "mask_leak"),
     (_wrapper_of(ch04.MaskNotSliced), "mask_not_sliced"),
@@ -107,6 +107,13 @@ class Split(nn.Module):
         self.make_out_proj(d_out)
         self.dropout = nn.Dropout(dropout)
         self.store_mask(torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+        self.context_length = context_length
+        # The course's length rule, as a pre-hook so that classes which rewrite forward keep it.
+        self.register_forward_pre_hook(lambda module, args: module.check_length(args[0]))
+
+    def check_length(self, x):
+        if x.shape[1] > self.context_length:
+            raise ValueError(f"{x.shape[1]} tokens, but context_length is {self.context_length}")
 
     def check_sizes(self, d_out, num_heads):
         if d_out % num_heads:

@@ -155,13 +155,32 @@ class EmbeddingLastPositions(EmbeddingRight):
 
 class EmbeddingNoLengthCheck(EmbeddingRight):
     def forward(self, token_ids):
-        return self.tok(token_ids) + self.pos(torch.arange(token_ids.shape[1]))
+        return self.tok(token_ids) + self.pos(torch.arange(token_ids.shape[1], device=token_ids.device))
+
+
+class EmbeddingPositionsOnCPU(EmbeddingRight):
+    """The book's chapter 2 looks positions up with torch.arange(context_length): no device=."""
+
+    def forward(self, token_ids):
+        n = token_ids.shape[1]
+        if n > self.context_length:
+            raise ValueError("too long")
+        return self.tok(token_ids) + self.pos(torch.arange(n))
+
+
+class EmbeddingAssertsLength(EmbeddingRight):
+    """Typical slip: an assert instead of the course's ValueError."""
+
+    def forward(self, token_ids):
+        n = token_ids.shape[1]
+        assert n <= self.context_length, "too long"
+        return self.tok(token_ids) + self.pos(torch.arange(n, device=token_ids.device))
 
 
 class EmbeddingClampsLongInput(EmbeddingRight):
     def forward(self, token_ids):
         n = token_ids.shape[1]
-        positions = torch.arange(n).clamp(max=self.context_length - 1)
+        positions = torch.arange(n, device=token_ids.device).clamp(max=self.context_length - 1)
         return self.tok(token_ids) + self.pos(positions)
 
 

@@ -6,16 +6,17 @@ import torch
 
 
 def _blockwise(q, k, v, block_size, *, keep=lambda key, query: key <= query, scale=None,
-               rescale=True, normalise=True, global_keys=True):
+               rescale=True, normalise=True, global_keys=True, device=None):
     n, d = q.shape
+    device = q.device if device is None else device
     scale = 1 / math.sqrt(d) if scale is None else scale
-    run_max = torch.full((n, 1), float("-inf"))
-    run_sum = torch.zeros(n, 1)
-    run_out = torch.zeros(n, v.shape[1])
-    query = torch.arange(n).unsqueeze(1)
+    run_max = torch.full((n, 1), float("-inf"), device=device)
+    run_sum = torch.zeros(n, 1, device=device)
+    run_out = torch.zeros(n, v.shape[1], device=device)
+    query = torch.arange(n, device=device).unsqueeze(1)
     for start in range(0, n, block_size):
         k_b, v_b = k[start:start + block_size], v[start:start + block_size]
-        key = torch.arange(k_b.shape[0]) + (start if global_keys else 0)
+        key = torch.arange(k_b.shape[0], device=device) + (start if global_keys else 0)
         s = (q @ k_b.T) * scale
         s = s.masked_fill(~keep(key, query), float("-inf"))
         new_max = torch.maximum(run_max, s.amax(dim=1, keepdim=True))
@@ -76,6 +77,27 @@ def output_width_of_q(q, k, v, block_size):
     n, d = q.shape
     out = torch.zeros(n, d)
     return out + _blockwise(q, k, v, block_size).mean()
+
+
+def one_sdpa_call(q, k, v, block_size):
+    """The whole exercise in one library call (seen in public solutions to online-softmax exercises)."""
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def full_row_softmax(q, k, v, block_size):
+    """Per query, the scores gathered block by block, then one softmax over the whole row."""
+    n, d = q.shape
+    out = []
+    for i in range(n):
+        row = torch.cat([q[i] @ k[s:s + block_size].T for s in range(0, n, block_size)]) / math.sqrt(d)  # (n,)
+        row = row.masked_fill(torch.arange(n) > i, float("-inf"))
+        out.append(torch.softmax(row, dim=-1) @ v)
+    return torch.stack(out)
+
+
+def running_sums_on_cpu(q, k, v, block_size):
+    """Typical slip: torch.zeros(n, 1) without device=q.device, as in many tutorial loops."""
+    return _blockwise(q, k, v, block_size, device="cpu")
 
 
 def returns_list(q, k, v, block_size):

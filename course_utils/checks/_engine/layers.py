@@ -148,7 +148,7 @@ def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length:
 
     if any(is_mask(b) for b in module.buffers()):
         return
-    if any(is_mask(p) for _, p in module.named_parameters()):
+    if any(is_mask(p) and (not p.requires_grad or "mask" in name.lower()) for name, p in module.named_parameters()):
         raise fail_with(check, "mask_parameter", f"In {owner}:")
     if any(is_mask(value) for sub in module.modules() for value in vars(sub).values()):
         raise fail_with(check, "mask_not_buffer", f"In {owner}:")
