@@ -90,6 +90,7 @@ def test_every_chapter_has_an_explorer_and_a_code_made_figure(path):
     cells = nbtools.read(path).cells
     explorers = [c for c in cells if c.cell_type == "code" and "explorer" in c.metadata.get("tags", [])
                  and re.search(r"cu\.widgets\.\w+_explorer\(", c.source)]
-    figures = [c for c in cells if c.cell_type == "markdown" and "](../figures/" in c.source]
+    figures = [c for c in cells if c.cell_type == "markdown"  # a figures/ path, or embedded by `make exercises`
+               and re.search(r"\]\((?:\.\./figures/|attachment:)\w+\.png\)", c.source)]
     assert explorers, f"{path.name} has no explorer cell (tag `explorer`, calling cu.widgets.*_explorer)"
     assert figures, f"{path.name} shows no figure from figures/"
