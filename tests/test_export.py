@@ -68,6 +68,12 @@ class Layer(nn.Module):
 
 def reuse():
     return cu.chapters.scores, Dataset'''
+CH03 = '''#| export
+from course_utils.chapters import Layer
+
+
+def deeper():
+    return Layer'''
 
 
 @pytest.fixture
@@ -77,13 +83,17 @@ def course(tmp_path):
     _notebook(sol, "01_a.ipynb", CH01, CH01_DEMO)
     _notebook(sol, "02_b.ipynb", "x = 1", CH02)
     _notebook(sol, "03_c.ipynb", "print('no exports here')")
+    _notebook(sol, "04_d.ipynb", CH03)
     return tmp_path
 
 
 def test_export_writes_definitions_without_markers_and_with_the_imports_they_need(course):
     target = course / "pkg" / "chapters"
     export.write_chapters(course / "solutions", target, course)
-    assert sorted(p.name for p in target.iterdir()) == ["__init__.py", "ch01.py", "ch02.py"]
+    assert sorted(p.name for p in target.iterdir()) == ["__init__.py", "ch01.py", "ch02.py", "ch04.py"]
+    # an import from the package itself becomes a relative import (no import cycle)
+    assert "from .ch02 import Layer\n" in (target / "ch04.py").read_text()
+    assert "course_utils" not in (target / "ch04.py").read_text().split("__all__")[0]
     ch01 = (target / "ch01.py").read_text()
     assert "do not edit" in ch01 and "solutions/01_a.ipynb" in ch01
     body = ch01.split("__all__")[1]

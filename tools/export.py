@@ -121,7 +121,9 @@ def _split_imports(code: str, where: str) -> tuple[list[str], str]:
     imports, drop = [], set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imports.append(" ".join(lines[i].strip() for i in range(node.lineno - 1, node.end_lineno)))
+            if not (isinstance(node, ast.ImportFrom) and node.module == f"course_utils.{PACKAGE}"):
+                imports.append(" ".join(lines[i].strip() for i in range(node.lineno - 1, node.end_lineno)))
+            # else: `from course_utils.chapters import X` becomes `from .chMM import X` below
             drop.update(range(node.lineno - 1, node.end_lineno))
         elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
                                    ast.AnnAssign)) and not (

@@ -9,9 +9,6 @@ import torch.nn.functional as F
 __all__ = ["train_step", "sample_next_token", "attend_with_cache", "cached_logits", "generate"]
 
 
-
-
-
 def train_step(model, optimizer, inputs, targets):
     """One optimisation step on one batch; returns the batch's mean loss as a float."""
     logits = model(inputs)  # (b, n, vocab)

@@ -10,6 +10,7 @@ __all__ = [
     "padding_mask",
     "causal_padding_mask",
     "sliding_window_mask",
+    "kv_bytes_per_token",
     "rope_angles",
     "apply_rope_interleaved",
     "apply_rope",
@@ -50,6 +51,11 @@ def sliding_window_mask(n_queries, n_keys, window, device=None):
     return (distance >= 0) & (distance < window)  # (n_q, n_k)
 
 
+def kv_bytes_per_token(layers, kv_heads, head_dim, bytes_per_value=2):
+    """Bytes a KV cache keeps per token: a key and a value in every layer and key/value head."""
+    return 2 * layers * kv_heads * head_dim * bytes_per_value
+
+
 def rope_angles(positions, head_dim, base=10_000.0):
     """(n, head_dim // 2) rotation angles: position p times base ** (-2i / head_dim) for pair i."""
     pairs = torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device)  # (hd/2,): 2i
@@ -87,7 +93,7 @@ class GroupedQueryAttention(nn.Module):
                  qkv_bias=False, window=None, rope=False, rope_base=10_000.0):
         super().__init__()
         n_kv_heads = num_heads if n_kv_heads is None else n_kv_heads
-        if d_out % num_heads or num_heads % n_kv_heads:
+        if not 1 <= n_kv_heads <= num_heads or d_out % num_heads or num_heads % n_kv_heads:
             raise ValueError(f"d_out must be divisible by num_heads and num_heads by n_kv_heads, got "
                              f"d_out={d_out}, num_heads={num_heads}, n_kv_heads={n_kv_heads}.")
         self.d_out, self.context_length, self.window = d_out, context_length, window
