@@ -1,0 +1,24 @@
+"""Interactive explorers: move a control, watch attention change.
+
+Each explorer is one line in a notebook::
+
+    cu.widgets.query_explorer()      # ch01: one query's scores, weights and context vector
+    cu.widgets.scaling_explorer()    # ch02: why scores are divided by sqrt(d_k)
+    cu.widgets.mask_explorer()       # ch03: masking before or after softmax
+    cu.widgets.dropout_explorer()    # ch04: dropout on the attention weights
+    cu.widgets.head_explorer()       # ch05/06: every head's map for a text you type
+    cu.widgets.memory_explorer()     # ch07: memory of the (b, h, n, n) score matrix
+
+Each one is a ``*_data`` function (plain data for the control values; unit-tested without a
+figure), a ``draw_*(fig, view)`` function (builds the figure on its first call, then only
+updates the artists that change) and its controls, put together by
+:func:`course_utils.plotting.explorer`, which also gives the static view under nbval
+(``COURSE_STATIC_WIDGETS=1``). The attention itself comes from the chapters' own code.
+"""
+
+from .basics import *  # noqa: F401,F403  chapters 01-04
+from .basics import __all__ as _basics
+from .heads import *  # noqa: F401,F403  chapters 05-07
+from .heads import __all__ as _heads
+
+__all__ = [*_basics, *_heads]
