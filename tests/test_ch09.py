@@ -223,8 +223,9 @@ def test_gqa_window_and_rope_match_an_explicit_computation():
         torch.testing.assert_close(gqa(x), expected)
     with pytest.raises(ValueError, match="context_length"):
         gqa(_randn(1, 11, 16, seed=0))
-    with pytest.raises(ValueError, match="divisible"):
-        ch.GroupedQueryAttention(16, 24, 10, 0.0, num_heads=6, n_kv_heads=4)
+    for bad in (4, 0, 12):
+        with pytest.raises(ValueError, match="divisible"):
+            ch.GroupedQueryAttention(16, 24, 10, 0.0, num_heads=6, n_kv_heads=bad)
 
 
 @pytest.mark.parametrize(("d", "heads", "kv_heads", "bias", "params"), [
@@ -239,6 +240,51 @@ def test_parameter_counts(d, heads, kv_heads, bias, params):
 
 
 def test_kv_cache_bytes_of_the_two_models():
-    assert 2 * 12 * 12 * 64 * 2 == 36_864          # GPT-2 small, 16-bit: 36 KiB per token
-    assert 2 * 32 * 8 * 128 * 2 == 128 * 1024      # Llama 3 8B: 128 KiB per token
-    assert 2 * 32 * 32 * 128 * 2 == 512 * 1024     # the same model with full MHA
+    assert ch.kv_bytes_per_token(12, 12, 64) == 36_864  # GPT-2 small, 16-bit: 36 KiB per token
+    assert ch.kv_bytes_per_token(32, 8, 128) == 128 * 1024  # Llama 3 8B (and Mistral 7B): 128 KiB
+    assert ch.kv_bytes_per_token(32, 32, 128) == 512 * 1024  # the same model with full MHA
+    assert ch.kv_bytes_per_token(32, 8, 128, bytes_per_value=4) == 256 * 1024
+
+
+# --------------------------------------------------------------------------- the KV-cache explorer
+def test_kv_cache_data_numbers():
+    view = cu.widgets.kv_cache_data()  # Llama 3 8B, bfloat16, 8,192 tokens
+    assert view.options == [1, 2, 4, 8, 16, 32]
+    assert view.per_token == 128 * 1024 and view.gib.tolist() == [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
+    assert cu.widgets.kv_cache_data(1, 131_072, 4).gib.tolist()[-1] == 128.0
+
+
+def test_kv_cache_explorer_static_live_and_bad_values(monkeypatch, capsys):
+    shown = []
+    monkeypatch.setattr(cu.plotting, "_display", shown.append)
+    monkeypatch.setenv("COURSE_STATIC_WIDGETS", "1")
+    cu.widgets.kv_cache_explorer()
+    assert capsys.readouterr().out.strip() == cu.plotting.STATIC_NOTE and len(shown) == 1
+    pytest.importorskip("ipywidgets")
+    monkeypatch.delenv("COURSE_STATIC_WIDGETS")
+    cu.widgets.kv_cache_explorer()
+    live = shown[-1]
+    live.controls["n_kv_heads"].value = 1
+    live.controls["bytes_per_value"].value = 4
+    assert live.error is None and live.view.per_token == 32 * 1024 and live.png
+    for bad in (dict(n_kv_heads=3), dict(context=1000), dict(dtype="fp8")):
+        with pytest.raises(cu.CourseInputError):
+            cu.widgets.kv_cache_explorer(**bad)
+
+
+# --------------------------------------------------------------------------- 6. cached generation
+@pytest.mark.parametrize(("window", "rope", "n_kv_heads"), [(4, True, 2), (None, True, 1), (3, False, 4), (None, False, 2)])
+def test_cached_gqa_steps_equal_full_recomputation(window, rope, n_kv_heads):
+    torch.manual_seed(8)
+    attn = ch.GroupedQueryAttention(16, 16, 32, 0.0, num_heads=4, n_kv_heads=n_kv_heads, window=window, rope=rope).eval()
+    x = _randn(2, 17, 16, seed=11)
+    with torch.no_grad():
+        full = attn(x)
+        out, cache = ch.gqa_attend_with_cache(attn, x[:, :5])  # a prompt of 5, then one token at a time
+        outs = [out]
+        for t in range(5, 17):
+            out, cache = ch.gqa_attend_with_cache(attn, x[:, t:t + 1], cache)
+            outs.append(out)
+            assert cache[0].shape[1] == n_kv_heads and cache[0].shape[2] <= (window or 17)
+    torch.testing.assert_close(torch.cat(outs, dim=1), full)
+    assert cache[2] == 17

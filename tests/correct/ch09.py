@@ -142,3 +142,12 @@ def repeat_cat(kv, n_rep):
 
 
 REPEAT_CORRECT = [repeat_expand, repeat_index_select, repeat_cat]
+
+
+def window_moved_after(n_queries, n_keys, window, device=None):
+    """Built on the CPU, then moved: also lands on the requested device."""
+    distance = torch.arange(n_keys - n_queries, n_keys)[:, None] - torch.arange(n_keys)
+    return ((distance >= 0) & (distance < window)).to(device)
+
+
+WINDOW_CORRECT.append(window_moved_after)
