@@ -8,6 +8,8 @@ Each explorer is one line in a notebook::
     cu.widgets.dropout_explorer()    # ch04: dropout on the attention weights
     cu.widgets.head_explorer()       # ch05/06: every head's map for a text you type
     cu.widgets.memory_explorer()     # ch07: memory of the (b, h, n, n) score matrix
+    cu.widgets.training_explorer(snapshots)  # ch08: a training run, snapshot by snapshot
+    cu.widgets.kv_cache_explorer()   # ch09: KV-cache bytes against key/value heads, context, format
 
 Each one is a ``*_data`` function (plain data for the control values; unit-tested without a
 figure), a ``draw_*(fig, view)`` function (builds the figure on its first call, then only
@@ -20,5 +22,9 @@ from .basics import *  # noqa: F401,F403  chapters 01-04
 from .basics import __all__ as _basics
 from .heads import *  # noqa: F401,F403  chapters 05-07
 from .heads import __all__ as _heads
+from .training import *  # noqa: F401,F403  chapter 08
+from .training import __all__ as _training
+from .kv_cache import *  # noqa: F401,F403  chapter 09
+from .kv_cache import __all__ as _kv_cache
 
-__all__ = [*_basics, *_heads]
+__all__ = [*_basics, *_heads, *_training, *_kv_cache]
