@@ -115,6 +115,7 @@ def test_copy_check_rejects_non_functions():
         (cu.checks.check_sliding_window_dataset, (b.DatasetRight,)),
         (cu.checks.check_input_embedding, (b.EmbeddingRight,)),
         (cu.checks.check_copy_into_torch_mha, (b.copy_right, b.mask_right)),
+        (cu.checks.check_tiny_gpt, (b.TinyGPTRight,)),
     ],
 )
 def test_checks_leave_the_global_random_state_alone(check, args):
@@ -123,3 +124,30 @@ def test_checks_leave_the_global_random_state_alone(check, args):
     torch.manual_seed(5)
     check(*args)
     assert torch.equal(torch.rand(4), expected_next)
+
+
+# --------------------------------------------------------------------------- TinyGPT
+def test_right_tiny_gpt_passes(capsys):
+    assert_passes(cu.checks.check_tiny_gpt, b.TinyGPTRight, capsys=capsys)
+
+
+def test_the_chapters_tiny_gpt_passes(capsys):
+    assert_passes(cu.checks.check_tiny_gpt, cu.chapters.TinyGPT, capsys=capsys)
+
+
+@pytest.mark.parametrize(
+    ("buggy", "expect"),
+    [
+        (b.TinyGPTHeadBias, {"bug": "tiny_gpt_head_bias"}),
+        (b.TinyGPTSoftmax, {"bug": "logits_softmaxed"}),
+        (b.TinyGPTTokenTableOnly, {"bug": "positions_missing"}),
+        (b.TinyGPTPositionsUnused, {"bug": "positions_missing"}),
+        (b.TinyGPTNotCausal, {"bug": "tiny_gpt_not_causal"}),
+        (b.TinyGPTPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
+        (b.TinyGPTNoLengthCheck, {"bug": "length_error_not_value_error"}),
+        (b.TinyGPTNoAttn, {"diagnosis": "no nn.Module called 'attn'"}),
+        (b.TinyGPTStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
+    ],
+)
+def test_each_tiny_gpt_bug_is_named(buggy, expect):
+    assert_names_bug(cu.checks.check_tiny_gpt, buggy, **expect)

@@ -26,10 +26,21 @@ from .ch05 import (
     check_split_batch_output,
     check_wrapper_batch_output,
 )
-from .ch06 import check_copy_into_torch_mha, check_input_embedding, check_sliding_window_dataset
+from .ch06 import (
+    check_copy_into_torch_mha,
+    check_input_embedding,
+    check_sliding_window_dataset,
+    check_tiny_gpt,
+)
 from .ch07 import check_blockwise_attention
 from .ch08 import check_attend_with_cache, check_sample_next_token, check_train_step  # noqa: F401
-from .ch09 import check_apply_rope, check_attend_new_tokens, check_padded_causal_attention, check_repeat_kv, check_sliding_window_mask  # noqa: E501, F401
+from .ch09 import (  # noqa: E501, F401
+    check_apply_rope,
+    check_attend_new_tokens,
+    check_padded_causal_attention,
+    check_repeat_kv,
+    check_sliding_window_mask,
+)
 
 __all__ = [
     "Bug",
@@ -54,6 +65,7 @@ __all__ = [
     "check_sliding_window_dataset",
     "check_softmax",
     "check_split_batch_output",
+    "check_tiny_gpt",
     "check_weight_transfer",
     "check_wrapper_batch_output",
 ]

@@ -360,3 +360,121 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
                        "(bool, True = do not attend) and values.")
     passed(name, f"nn.MultiheadAttention matches our MultiHeadAttention on {len(_MHA_CASES)} "
            "sizes (with and without qkv biases)")
+
+
+# --------------------------------------------------------------------------- TinyGPT (optional exercise)
+# (vocab_size, context_length, d_model, num_heads, batch, n)
+_GPT_CASES = ((50, 6, 8, 2, 2, 6), (97, 8, 12, 3, 1, 5))
+
+
+def _gpt_parts(name: str, model: nn.Module, vocab: int, length: int, d: int, where: str):
+    """The student's token and position tables, attention weights and head, checked."""
+    from .ch05 import MHAWeights
+
+    for attr in ("embed", "attn", "head"):
+        if not isinstance(getattr(model, attr, None), nn.Module):
+            raise fail(name, f"{where} {name} looks for the submodule {attr!r} (embed: the token and position "
+                       "embeddings, attn: a causal multi-head attention layer, head: the output layer), but your "
+                       f"model has no nn.Module called {attr!r}.", f"self.{attr} = ... in __init__.")
+    shapes = {tuple(p.shape): p for p in model.embed.parameters() if p.dim() == 2}
+    if (vocab, d) not in shapes:
+        raise fail(name, f"{where} model.embed has no token table of shape {(vocab, d)}.",
+                   "self.embed = InputEmbedding(vocab_size, context_length, d_model).")
+    if (length, d) not in shapes:
+        raise fail_with(name, "positions_missing", f"{where} model.embed has no position table of shape {(length, d)}.")
+    head = model.head
+    if not isinstance(head, nn.Linear) or (head.in_features, head.out_features) != (d, vocab):
+        raise fail(name, f"{where} model.head should be nn.Linear({d}, {vocab}, bias=False).",
+                   "self.head = nn.Linear(d_model, vocab_size, bias=False).")
+    if head.bias is not None:
+        raise fail_with(name, "tiny_gpt_head_bias", where)
+    attn = model.attn
+    layers = {n: getattr(attn, n, None) for n in ("W_query", "W_key", "W_value", "out_proj")}
+    if not all(isinstance(layer, nn.Linear) for layer in layers.values()):
+        raise fail(name, f"{where} model.attn should be the chapter's multi-head attention layer (with W_query, "
+                   "W_key, W_value and out_proj).", "self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, "
+                   "context_length, dropout, num_heads).")
+    weights = MHAWeights({n: layers[n] for n in ("W_query", "W_key", "W_value")}, layers["out_proj"],
+                         getattr(attn, "num_heads", None))
+    return shapes[(vocab, d)], shapes[(length, d)], weights, head
+
+
+def _gpt_logits(parts, ids: torch.Tensor, r=None, positions: bool = True) -> torch.Tensor:
+    """Next-token logits recomputed from the student's own weights: (b, n, vocab)."""
+    from ._engine import RIGHT
+    from .ch05 import mha_reference
+
+    tok, pos, weights, head = parts
+    vectors = tok[ids] + (pos[: ids.shape[1]] if positions else 0)     # (b, n, d)
+    return head(mha_reference(weights, vectors, r or RIGHT))            # (b, n, vocab)
+
+
+def check_tiny_gpt(cls: type) -> None:
+    """Check ``TinyGPT(vocab_size, context_length, d_model, num_heads, dropout=0.1)``: ``embed``
+    (token + position embeddings), ``attn`` (causal multi-head attention), ``head`` (no bias);
+    (b, n) int64 ids -> (b, n, vocab_size) logits, computed from its own weights, causal."""
+    __tracebackhide__ = True
+    from ._engine import Recipe, build, check_too_long, isolated, probe_backward, run
+
+    name = "check_tiny_gpt"
+    ensure_class(name, cls, "your class TinyGPT itself")
+    for i, (vocab, length, d, heads, batch, n) in enumerate(_GPT_CASES):
+        with isolated():
+            case = _GptCase(batch, n, vocab, length, d, heads, seed=1300 + i)
+            model = build(name, cls, case)
+            where = f"With {case.describe(cls)}:"
+            parts = _gpt_parts(name, model, vocab, length, d, where)
+            if parts[2].num_heads is None:
+                parts[2].num_heads = heads
+            model.eval()
+            ids = case.inputs()
+            got = run(name, model, ids, where)
+            expected = _gpt_logits(parts, ids)
+            if not same(got, expected):
+                bug = match_bug(got, [
+                    ("logits_softmaxed", lambda: torch.softmax(expected, dim=-1)),
+                    ("positions_missing", lambda: _gpt_logits(parts, ids, positions=False)),
+                    ("tiny_gpt_not_causal", lambda: _gpt_logits(parts, ids, Recipe(mask="none"))),
+                ])
+                if bug:
+                    raise fail_with(name, bug, where)
+                raise fail(name, f"{where} {describe_difference(expected, got)}.",
+                           "logits = head(attn(embed(token_ids))).")
+            later = ids.clone()
+            later[:, -1] = (later[:, -1] + 1) % vocab
+            if not same(run(name, model, later, where)[:, :-1], got[:, :-1]):
+                raise fail_with(name, "tiny_gpt_not_causal", where)
+            short = case.inputs(max(1, length // 3))
+            for x in (short, case.inputs(length), short):
+                if not same(run(name, model, x, where), _gpt_logits(parts, x)):
+                    raise fail_with(name, "mask_overwritten", f"{where} calls with {short.shape[1]}, then "
+                                    f"{length}, then {short.shape[1]} tokens:")
+            probe_device(name, copy.deepcopy(model), ids, where)
+            probe_backward(name, build(name, cls, case, 0.3), ids, where)
+            probe_backward(name, model, ids, where, lambda: _gpt_logits(parts, ids))
+            check_too_long(name, cls, case)
+    passed(name, f"logits match embeddings -> causal attention -> head on {len(_GPT_CASES)} sizes; "
+           "causal, trainable, and too-long inputs refused")
+
+
+class _GptCase:
+    """A TinyGPT configuration in the shape the engine's build/check_too_long expect."""
+
+    qkv_bias = None  # TinyGPT takes no qkv_bias argument
+
+    def __init__(self, batch: int, n: int, vocab: int, length: int, d: int, heads: int, seed: int) -> None:
+        self.batch, self.n, self.vocab, self.context_length = batch, n, vocab, length
+        self.d_model, self.heads, self.seed = d, heads, seed
+
+    def args(self, dropout: float = 0.0) -> tuple:
+        return (self.vocab, self.context_length, self.d_model, self.heads, dropout)
+
+    def signature(self) -> str:
+        return "(vocab_size, context_length, d_model, num_heads, dropout=0.1)"
+
+    def describe(self, cls: type, dropout: float = 0.0) -> str:
+        return (f"{cls.__name__}(vocab_size={self.vocab}, context_length={self.context_length}, "
+                f"d_model={self.d_model}, num_heads={self.heads}, dropout={dropout})")
+
+    def inputs(self, n: int | None = None) -> torch.Tensor:
+        return torch.randint(0, self.vocab, (self.batch, self.n if n is None else n), generator=generator(self.seed))

@@ -291,3 +291,101 @@ def mask_float_ones(n):
 
 def mask_list(n):
     return mask_right(n).tolist()
+
+
+# --- TinyGPT(vocab_size, context_length, d_model, num_heads, dropout=0.1) (optional exercise)
+def _mha(d_model, context_length, dropout, num_heads):
+    from course_utils.chapters import MultiHeadAttention
+
+    return MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
+
+
+class TinyGPTRight(nn.Module):
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__()
+        self.embed = EmbeddingRight(vocab_size, context_length, d_model)
+        self.attn = _mha(d_model, context_length, dropout, num_heads)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, token_ids):
+        return self.head(self.attn(self.embed(token_ids)))
+
+
+class TinyGPTHeadBias(TinyGPTRight):
+    """Typical slip: nn.Linear's default bias=True kept for the output head."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.head = nn.Linear(d_model, vocab_size)
+
+
+class TinyGPTSoftmax(TinyGPTRight):
+    """Typical slip (seen in many 'GPT from scratch' tutorials' generate code moved into forward):
+    probabilities returned instead of logits."""
+
+    def forward(self, token_ids):
+        return torch.softmax(super().forward(token_ids), dim=-1)
+
+
+class TinyGPTTokenTableOnly(TinyGPTRight):
+    """Typical slip: the embedding forgot its position table altogether."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.embed = nn.Embedding(vocab_size, d_model)
+
+
+class TinyGPTPositionsUnused(TinyGPTRight):
+    """Typical slip: the position table exists but forward looks up only the tokens."""
+
+    def forward(self, token_ids):
+        if token_ids.shape[1] > self.embed.context_length:
+            raise ValueError("too long")
+        return self.head(self.attn(self.embed.tok(token_ids)))
+
+
+class TinyGPTNotCausal(TinyGPTRight):
+    """Typical slip: the mask buffer emptied ('the model trains faster without it')."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.attn.mask.zero_()
+
+
+class TinyGPTPositionsOnCPU(TinyGPTRight):
+    """The book's chapter 2 pattern, torch.arange(n) without device=, inside the model."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.embed = EmbeddingPositionsOnCPU(vocab_size, context_length, d_model)
+
+
+class TinyGPTNoLengthCheck(TinyGPTRight):
+    """Typical slip: the embedding slices its position table and lets a too-long input crash."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.embed = EmbeddingNoLengthCheck(vocab_size, context_length, d_model)
+
+    def forward(self, token_ids):
+        x = self.embed.tok(token_ids) + self.embed.pos.weight[: token_ids.shape[1]]
+        return self.head(self.attn(x))
+
+
+class TinyGPTNoAttn(nn.Module):
+    """Typical slip: the attention layer named differently from the exercise's self.attn."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__()
+        self.embed = EmbeddingRight(vocab_size, context_length, d_model)
+        self.mha = _mha(d_model, context_length, dropout, num_heads)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+
+    def forward(self, token_ids):
+        return self.head(self.mha(self.embed(token_ids)))
+
+
+class TinyGPTStub(nn.Module):
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__()
+        raise NotImplementedError()

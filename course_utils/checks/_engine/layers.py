@@ -61,6 +61,9 @@ class Case:
         base = (self.d_in, self.d_out, self.context_length, dropout)
         return base if self.num_heads is None else (*base, self.num_heads)
 
+    def signature(self) -> str:
+        return "(d_in, d_out, context_length, dropout" + ("" if self.num_heads is None else ", num_heads") + ", qkv_bias=False)"
+
     def describe(self, cls: type, dropout: float = 0.0) -> str:
         heads = "" if self.num_heads is None else f", num_heads={self.num_heads}"
         return (f"{cls.__name__}(d_in={self.d_in}, d_out={self.d_out}, context_length="
@@ -74,11 +77,11 @@ def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
     """Construct the student's class under the case's seed (the global RNG is restored)."""
     __tracebackhide__ = True
     what = case.describe(cls, dropout)
-    hint = ("the constructor takes (d_in, d_out, context_length, dropout"
-            + ("" if case.num_heads is None else ", num_heads") + ", qkv_bias=False).")
+    hint = f"the constructor takes {case.signature()}."
     with preserved_rng():
         torch.manual_seed(case.seed)
-        module = call(check, cls, *case.args(dropout), qkv_bias=case.qkv_bias, what=what, hint=hint)
+        extra = {} if case.qkv_bias is None else {"qkv_bias": case.qkv_bias}
+        module = call(check, cls, *case.args(dropout), what=what, hint=hint, **extra)
     if not isinstance(module, nn.Module):
         raise fail(check, f"{what} is a {type(module).__name__}, not an nn.Module.",
                    "subclass nn.Module and call super().__init__() first.")
