@@ -1,18 +1,36 @@
 """Chapter 08's exported code: the KV cache is exact, generation agrees with and without it,
-a single causal head learns the look-back task, and the story is ours."""
+a single causal head learns the look-back task, the story is ours; and the training explorer."""
 
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from matplotlib.figure import Figure
 from torch import nn
 
 import course_utils as cu
-from course_utils.chapters import CausalAttention, TinyGPT, attend_with_cache, cached_logits, generate
-from course_utils.chapters import sample_next_token, train_step
+from course_utils import plotting as P
+from course_utils import widgets as W
+from course_utils.chapters import (
+    CausalAttention,
+    TinyGPT,
+    attend_with_cache,
+    cached_logits,
+    generate,
+    sample_next_token,
+    train_step,
+)
 
 STORY = Path(cu.__file__).parent / "data" / "listening_machine.txt"
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """Capture what the explorer displays instead of sending it to a notebook."""
+    captured: list = []
+    monkeypatch.setattr(P, "_display", captured.append)
+    return captured
 
 
 def tiny_gpt(vocab=13, context=16, d_model=12, heads=3, seed=0):
@@ -158,3 +176,98 @@ def test_cross_entropy_skips_the_targets_without_a_position():
     logits = torch.randn(4, 5)
     targets = torch.tensor([-100, 2, -100, 4])
     assert torch.isclose(F.cross_entropy(logits, targets), F.cross_entropy(logits[[1, 3]], targets[[1, 3]]))
+
+
+# ----------------------------------------------------------------------------- the training explorer
+def fake_snapshots(heads=4, n=6, every=10, count=4):
+    """Snapshots shaped like the notebook's: the loss of every step so far, maps, labels, a sample."""
+    g = torch.Generator().manual_seed(7)
+    losses = (3.0 * 0.97 ** torch.arange(every * (count - 1))).tolist()
+    shots = []
+    for k in range(count):
+        weights = torch.rand(heads, n, n, generator=g).tril()  # (h, n, n)
+        shots.append({"step": every * k, "losses": losses[:every * k], "weights": weights / weights.sum(-1, keepdim=True),
+                      "labels": list("a cat "[:n]), "sample": f"sample at step {every * k}"})
+    return shots
+
+
+def test_training_data_replays_a_snapshot_without_retraining():
+    shots = fake_snapshots()
+    checked = W.training_snapshots(shots)
+    view = W.training_data(checked, 2)
+    assert view.snapshot.step == 20 and view.last_step == 30
+    assert torch.equal(view.snapshot.weights, shots[2]["weights"])
+    assert view.snapshot.losses.tolist() == pytest.approx(shots[2]["losses"])
+    assert view.loss_top == pytest.approx(3.0)
+    assert view.snapshot.labels == ("a", "␣", "c", "a", "t", "␣")  # spaces made visible
+    assert view.snapshot.sample == "sample at step 20"
+    one_head = W.training_snapshots([{**s, "weights": s["weights"][0]} for s in shots])
+    assert one_head[0].weights.shape == (1, 6, 6)
+
+
+def _without(shot, key):
+    return {k: v for k, v in shot.items() if k != key}
+
+
+BAD_SNAPSHOTS = [
+    (lambda s: {"step": 0}, "must be a list of dicts"),
+    (lambda s: [], "snapshots is empty"),
+    (lambda s: [s[0], "step 10"], r"snapshots\[1\] must be a dict"),
+    (lambda s: [_without(s[0], "sample")], r"snapshots\[0\] lacks the key\(s\) \['sample'\]"),
+    (lambda s: [s[1], s[0]], r"training order, but snapshots\[1\]\['step'\] = 0 comes after step 10"),
+    (lambda s: [{**s[0], "step": -1}], r"\['step'\] must be an int of at least 0, but got -1"),
+    (lambda s: [{**s[1], "losses": s[1]["losses"][:-1]}], r"one loss per step so far \(10\), but holds 9"),
+    (lambda s: [{**s[1], "losses": ["a"] * 10}], r"\['losses'\] must be a list of finite numbers"),
+    (lambda s: [{**s[0], "weights": torch.ones(2, 6, 5)}], r"square \(n, n\) maps.*\(2, 6, 5\)"),
+    (lambda s: [{**s[0], "weights": [[1.0]]}], r"\['weights'\] must be a torch.Tensor"),
+    (lambda s: [s[0], {**s[1], "weights": torch.ones(2, 6, 6)}], r"same shape.*\(2, 6, 6\).*\(4, 6, 6\)"),
+    (lambda s: [{**s[0], "labels": ["a"]}], r"\['labels'\] must have 6 entries"),
+    (lambda s: [{**s[0], "sample": None}], r"\['sample'\] must be the generated text"),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), BAD_SNAPSHOTS)
+def test_training_explorer_rejects_bad_snapshots_clearly(make, message, shown, monkeypatch):
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
+    with pytest.raises(cu.CourseInputError, match=message):
+        W.training_explorer(make(fake_snapshots()))
+    assert shown == []
+
+
+def test_training_explorer_rejects_a_step_without_a_snapshot(shown, monkeypatch):
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
+    with pytest.raises(cu.CourseInputError, match=r"step must be one of the snapshots' steps \[0, 10, 20, 30\], but got 15"):
+        W.training_explorer(fake_snapshots(), step=15)
+    with pytest.raises(cu.CourseInputError, match="index must be an int from 0 to 3"):
+        W.training_data(W.training_snapshots(fake_snapshots()), 4)
+
+
+def test_training_explorer_static_mode_draws_the_last_snapshot(shown, monkeypatch, capsys):
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
+    assert W.training_explorer(fake_snapshots()) is None
+    assert len(shown) == 1 and isinstance(shown[0], Figure)
+    assert capsys.readouterr().out == P.STATIC_NOTE + "\n"
+    texts = [t.get_text() for ax in shown[0].axes for t in [ax.title, *ax.texts]]
+    assert "step 30: loss 1.24" in texts and "sample at step 30" in texts
+
+
+def test_training_explorer_live_slider_redraws_only_what_changes(shown, monkeypatch):
+    pytest.importorskip("ipywidgets")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    monkeypatch.delenv(P.STATIC_ENV_VAR, raising=False)
+    W.training_explorer(fake_snapshots(), step=0)
+    (explorer,) = [obj for obj in shown if isinstance(obj, P.Explorer)]
+    assert [o for o in explorer.controls["index"].options] == [("0", 0), ("10", 1), ("20", 2), ("30", 3)]
+    full_draws = []
+    original = FigureCanvasAgg.draw
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas)))
+    pictures = [explorer.png]
+    for index in (1, 3, 0):
+        explorer.controls["index"].value = index
+        assert explorer.error is None and explorer.view.index == index
+        pictures.append(explorer.png)
+    assert len(set(pictures)) == 3 and pictures[0] == pictures[-1]  # back at step 0: the same picture
+    assert full_draws == [], "a non-animated artist changed, so the whole figure was drawn again"
+    curve = explorer.figure.__dict__["_course_handles"]["curve"]
+    assert len(curve.get_xdata()) == 0  # step 0: no loss yet
