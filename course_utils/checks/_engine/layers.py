@@ -185,20 +185,46 @@ def check_output_shape(name: str, out: object, expected: tuple[int, ...], why: s
     passed(name, f"the output has shape {expected}")
 
 
-def check_too_long(check: str, cls: type, case: Case) -> None:
-    """An input longer than context_length must raise ValueError (the course's one rule)."""
+def expect_value_error(check: str, fn: Callable[[], object], where: str, stub: str) -> None:
+    """``fn()`` feeds a too-long input: it must raise ValueError (the course's one rule)."""
     __tracebackhide__ = True
-    module, n = build(check, cls, case), case.context_length + 1
-    where = f"{case.describe(cls)} on a batch of {n} tokens:"
     try:
-        module(case.inputs(n))
+        fn()
     except NotImplementedError:
-        raise stub_failure(check, case.describe(cls)) from None
+        raise stub_failure(check, stub) from None
     except ValueError:
         return
     except Exception as exc:  # noqa: BLE001 - the wrong kind of refusal
         raise fail_with(check, "length_error_not_value_error", where, error=type(exc).__name__) from None
     raise fail_with(check, "no_length_check", where)
+
+
+def check_too_long(check: str, cls: type, case: Case) -> None:
+    """An input longer than context_length must raise ValueError (the course's one rule)."""
+    __tracebackhide__ = True
+    module, n = build(check, cls, case), case.context_length + 1
+    expect_value_error(check, lambda: module(case.inputs(n)), f"{case.describe(cls)} on a batch of {n} tokens:",
+                       case.describe(cls))
+
+
+def probe_second_call(check: str, module: nn.Module, inputs: Callable[[int], torch.Tensor],
+                      expected: Callable[[torch.Tensor], torch.Tensor], context_length: int, where: str,
+                      on_first: Callable[[int], None] | None = None) -> None:
+    """Calls with a short, a full-length, then a short input again must all match ``expected``:
+    catches a forward that overwrites its stored mask (self.mask = self.mask[:n, :n])."""
+    __tracebackhide__ = True
+    short = max(1, context_length // 3)
+    for i, n in enumerate((short, context_length, short)):
+        x = inputs(n)
+        try:
+            ok = same(module(x), expected(x))
+        except Exception:  # noqa: BLE001 - a crash on a later call is what is looked for
+            ok = False
+        if not ok and i == 0 and on_first is not None:
+            on_first(n)  # the first call is already wrong: report that difference instead
+        if not ok:
+            raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
+                            f"{context_length}, then {short} tokens:")
 
 
 # --------------------------------------------------------------------------- dropout
@@ -330,19 +356,9 @@ def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable
             raise fail_with(check, "parameter_count", where, detail=f"your layer has {have:,} parameters; "
                             f"the chapter's class built with the same arguments has {want:,}.")
     module.eval()
-    short = max(1, case.context_length // 3)
-    for i, n in enumerate((short, case.context_length, short)):
-        x = case.inputs(n)
-        try:
-            got = module(x)
-            ok = same(got, compute(read(module, where, case), x))
-        except Exception:  # noqa: BLE001 - a crash on a later call is what is looked for
-            ok = False
-        if not ok and i == 0:
-            _compare(check, cls, case, read, compute, [], module=module, n=n)  # reports the difference
-        if not ok:
-            raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
-                            f"{case.context_length}, then {short} tokens:")
+    probe_second_call(check, module, case.inputs, lambda x: compute(read(module, where, case), x),
+                      case.context_length, where,
+                      lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n))
     probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
     x = case.inputs()
     probe_backward(check, build(check, cls, case, DROPOUT_P), x, where)
@@ -392,5 +408,6 @@ def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case
 
 __all__ = [
     "DROPOUT_P", "Case", "Read", "build", "causal_layers", "chapters", "check_dropout", "check_layer", "check_mask_buffer",
-    "check_output_shape", "check_too_long", "find_linear", "probe_backward", "probe_device", "probe_layer", "qkv_layers", "run",
+    "check_output_shape", "check_too_long", "expect_value_error", "find_linear", "probe_backward", "probe_device", "probe_layer",
+    "probe_second_call", "qkv_layers", "run",
 ]

@@ -40,5 +40,4 @@ VALUE_ERROR_HINT = ("check the number of tokens against context_length first and
 
 
 # the catalogue itself, one file per group of chapters (each defines its mistakes on import)
-from . import ch01_03, ch04_05, ch06_07, ch09  # noqa: E402,F401
-from . import ch08  # noqa: E402,F401
+from . import ch01_03, ch04_05, ch06_07, ch08, ch09  # noqa: E402,F401
