@@ -288,3 +288,32 @@ def test_cached_gqa_steps_equal_full_recomputation(window, rope, n_kv_heads):
             assert cache[0].shape[1] == n_kv_heads and cache[0].shape[2] <= (window or 17)
     torch.testing.assert_close(torch.cat(outs, dim=1), full)
     assert cache[2] == 17
+
+
+def test_gqa_cache_with_g_equal_h_is_chapter_08_attend_with_cache():
+    mha = _mha(5)
+    gqa = ch.GroupedQueryAttention(16, 24, context_length=10, dropout=0.0, num_heads=6, n_kv_heads=6)
+    gqa.load_state_dict(mha.state_dict(), strict=False)
+    x = _randn(3, 10, 16, seed=8)
+    with torch.no_grad():
+        ours, theirs = ch.gqa_attend_with_cache(gqa, x[:, :4]), cu.chapters.attend_with_cache(mha, x[:, :4])
+        torch.testing.assert_close(ours[0], theirs[0])
+        for t in range(4, 10):
+            ours = ch.gqa_attend_with_cache(gqa, x[:, t:t + 1], ours[1])
+            theirs = cu.chapters.attend_with_cache(mha, x[:, t:t + 1], theirs[1])
+            torch.testing.assert_close(ours[0], theirs[0])
+    torch.testing.assert_close(ours[1][:2], theirs[1])
+
+
+def test_mask_mod_broadcast_over_index_tensors_is_the_band_mask():
+    def mask_mod(b, h, q_idx, kv_idx):  # the notebook's band_mask_mod(3)
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < 3)
+
+    assert torch.equal(mask_mod(0, 0, torch.arange(6)[:, None], torch.arange(6)[None, :]), ch.sliding_window_mask(6, 6, 3))
+
+
+def test_sliding_window_figure_draws_the_chapters_masks():
+    figures = pytest.importorskip("tools.figures")
+    assert figures.FIGURES["sliding_window"].chapter == "09"
+    fig = figures.render("sliding_window")
+    assert len(fig.axes) == 3

@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 from course_utils.validation import CourseInputError
 
 from . import diagrams as D
+from . import diagrams_ch09 as D09
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_DIR = ROOT / "figures"
@@ -126,6 +127,14 @@ FIGURES: dict[str, FigureSpec] = {
         "grows with the square of the length and passes 16 and 80 GiB long before the activations, "
         "which grow linearly.",
         D.draw_attention_memory,
+    ),
+    "sliding_window": FigureSpec(
+        "09",
+        "Three boolean masks, blue where a query may attend to a key and hatched where it is hidden: "
+        "the 8 by 8 causal mask, the sliding-window band of width 3 (each query sees itself and the 2 "
+        "tokens before it), and the 2 newest of 8 tokens as queries, the bottom-right rows of the band, "
+        "which read only keys 4 to 7.",
+        D09.draw_sliding_window,
     ),
 }
 """Every figure of the course by name (the file is ``figures/<name>.png``)."""
