@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 from course_utils.validation import CourseInputError
 
 from . import diagrams as D
+from . import diagrams_ch08 as D08
 from . import diagrams_ch09 as D09
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +128,14 @@ FIGURES: dict[str, FigureSpec] = {
         "grows with the square of the length and passes 16 and 80 GiB long before the activations, "
         "which grow linearly.",
         D.draw_attention_memory,
+    ),
+    "lookback_task": FigureSpec(
+        "08",
+        "The look-back task on twelve tokens: the target at each position is the token two places "
+        "earlier (positions 0 and 1 have none). Below, two 12 by 12 causal attention maps: at the start, "
+        "with zero queries, each row spreads its weight evenly over the keys it may see (the prefix "
+        "average); the right answer puts all of row t's weight on key t - 2.",
+        D08.draw_lookback_task,
     ),
     "sliding_window": FigureSpec(
         "09",

@@ -127,18 +127,22 @@ def draw_training(fig, view: TrainingView) -> None:
     shot = view.snapshot
     heads, n, _ = shot.weights.shape
     if not h:
-        top, bottom = fig.subfigures(2, 1, height_ratios=(1.45, 1.0))
-        axes = top.subplots(1, heads, squeeze=False)[0]
+        # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
+        fig.set_layout_engine("none")
+        grid = fig.add_gridspec(2, heads + 1, width_ratios=(*[1] * heads, 0.06), height_ratios=(1.45, 1.0),
+                                left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
+        axes = [fig.add_subplot(grid[0, i]) for i in range(heads)]
         h["heat"] = []
         size = 7 if n <= 12 else 5.5
         for i, ax in enumerate(axes):
             h["heat"].append(Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True))
             ax.set_xticks(range(n), shot.labels, fontsize=size)
-            ax.set_yticks(range(n), shot.labels if i == 0 else [], fontsize=size)
+            ax.set_yticks(range(n) if i == 0 else [], shot.labels if i == 0 else [], fontsize=size)
             ax.set_title(f"head {i}" if heads > 1 else "attention", fontsize=9)
             ax.tick_params(length=0, pad=1)
-        top.colorbar(h["heat"][-1].image, ax=list(axes), shrink=0.85, pad=0.01)
-        ax, text_ax = bottom.subplots(1, 2, width_ratios=(3, 2))
+        fig.colorbar(h["heat"][-1].image, cax=fig.add_subplot(grid[0, heads]))
+        lower = grid[1, :].subgridspec(1, 2, width_ratios=(3, 2), wspace=0.12)
+        ax, text_ax = fig.add_subplot(lower[0, 0]), fig.add_subplot(lower[0, 1])
         h["curve"], = ax.plot([], [], color=P.KEY_COLOUR, linewidth=1, animated=True)
         h["dot"], = ax.plot([], [], "o", color=P.QUERY_COLOUR, markersize=5, animated=True)
         ax.set_xlim(0, max(view.last_step, 1))
