@@ -32,6 +32,7 @@ from ._engine import (
     preserved_rng,
     project,
     qkv_layers,
+    shown,
     stub_failure,
     variants,
 )
@@ -230,7 +231,7 @@ def check_shape_prediction(predicted: object, module: object, x: object) -> None
         predicted = tuple(predicted)
     if not isinstance(predicted, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                            for d in predicted):
-        raise fail(name, f"Your prediction is {predicted!r}; write it as a tuple of whole numbers, one per "
+        raise fail(name, f"Your prediction is {shown(predicted)}; write it as a tuple of whole numbers, one per "
                    "axis, e.g. (20, 100, 768).", "count the axes of the input first: (batch, tokens, features).")
     with isolated():
         out = call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")

@@ -72,7 +72,9 @@ def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
     """Where two tensors differ most, in words."""
     if expected.shape != got.shape:
         return f"expected shape {tuple(expected.shape)}, got shape {tuple(got.shape)}"
-    got = got.detach()
+    if got.device.type == "meta" or got.is_complex():
+        return f"your result is a {got.dtype} tensor on the {got.device.type} device, which cannot be compared"
+    got = got.detach().to(expected.device)
     if torch.isnan(got).any() and not torch.isnan(expected).any():
         index = tuple(int(i) for i in torch.nonzero(torch.isnan(got))[0])
         return f"your result contains NaN (first at index {index}), the reference has none"
@@ -136,9 +138,18 @@ def isolated() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def shown(obj: object, limit: int = 80) -> str:
+    """``repr(obj)`` cut to ``limit`` characters; an object whose repr fails is named by its type."""
+    try:
+        text = repr(obj)
+    except Exception:  # noqa: BLE001 - a student's broken __repr__ must not crash the check
+        return f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def ensure_callable(check: str, obj: object, what: str) -> None:
     if not callable(obj) or inspect.isclass(obj) and not issubclass(obj, nn.Module) and what.startswith("a function"):
-        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {obj!r:.80}.")
+        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {shown(obj)}.")
 
 
 def ensure_class(check: str, obj: object, what: str) -> type:
@@ -146,7 +157,7 @@ def ensure_class(check: str, obj: object, what: str) -> type:
         hint = None
         if isinstance(obj, nn.Module):
             hint = f"pass the class itself, e.g. {check}({type(obj).__name__}), not an instance."
-        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {obj!r:.80}.", hint)
+        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {shown(obj)}.", hint)
     return obj
 
 
@@ -173,6 +184,9 @@ def expect_tensor_output(check: str, got: object, what: str, shape: tuple[int, .
     if not isinstance(got, torch.Tensor):
         kind = "None" if got is None else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
         raise fail_with(check, "not_a_tensor", what=what, kind=kind.replace("builtins.", ""))
+    if got.device.type == "meta":
+        raise fail(check, f"{what} returned a tensor on the meta device: it has a shape but no values.",
+                   "build every tensor from the inputs (or with device=x.device), not on device='meta'.")
     if shape is not None and tuple(got.shape) != tuple(shape):
         raise fail_with(check, "wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape))
     return got
@@ -369,5 +383,5 @@ __all__ = [
     "ATOL", "NO_DROP", "RIGHT", "RTOL", "CheckFailure", "DeviceMix", "Recipe", "Trace", "Watch", "attention", "call",
     "call_pure", "describe_difference", "ensure_callable", "ensure_class", "expect_tensor_output", "fail", "fail_with",
     "fail_with_bug", "generator", "head_attention", "isolated", "mask_of", "match_bug", "mismatch", "passed",
-    "preserved_rng", "project", "randn", "same", "stub_failure", "variants", "weights_from_scores", "with_mask",
+    "preserved_rng", "project", "randn", "same", "shown", "stub_failure", "variants", "weights_from_scores", "with_mask",
 ]
