@@ -1,15 +1,8 @@
-"""Chapter 07's benchmark: check every attention variant, then time it, measure its memory and
-place it on a roofline.
-
-The variants are the chapter's own code (``cu.chapters.VARIANTS``, exported from
-``solutions/07_efficient_attention.ipynb``); each is built from one reference
-``MultiHeadAttention``, so "equal output" is a meaningful test. A variant that disagrees with
-the reference is reported as ``wrong`` and never timed. Times come from
-``torch.utils.benchmark.Timer`` (warm-up, then blocks of runs: median and interquartile
-range), peak memory from ``torch.cuda.max_memory_allocated`` or, on the CPU, from the PyTorch
-profiler's memory events. FLOPs and bytes are counted from the shapes by the chapter's
-``attention_flops`` and ``moved_bytes``; :func:`measure_ceilings` measures the machine's own
-matmul peak and copy bandwidth. The command line is ``tools/bench.py`` (``make bench``).
+"""Chapter 07's benchmark: check each attention variant (the chapter's own ``cu.chapters.VARIANTS``,
+all built from one reference layer), then time it (``torch.utils.benchmark.Timer``), measure its
+peak memory (CUDA's statistics or the profiler's memory events) and place it on a roofline (FLOPs
+and bytes from the shapes against the machine's measured ceilings). A variant that disagrees
+with the reference is reported as ``wrong`` and never timed. Command line: ``tools/bench.py``.
 """
 
 from __future__ import annotations
@@ -23,17 +16,15 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from .chapters import VARIANTS, MultiHeadAttention, SDPAInvertedMaskAttention, attention_flops, moved_bytes
+from . import chapters
+from .chapters import VARIANTS, MultiHeadAttention, SDPAInvertedMaskAttention
 from .validation import CourseInputError, expect_int, expect_tensor
 
 MODES = ("forward", "forward+backward")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}
-"""Largest accepted difference from the float32 reference, relative to its largest magnitude.
-Correct variants land far below (float32: about 1e-6), a wrong mask or scale far above."""
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}  # relative to the largest value
 
-BUILDERS = {**VARIANTS, "sdpa_inverted_mask": SDPAInvertedMaskAttention}
-"""Every buildable variant by name: the chapter's eight and its deliberately wrong one."""
+BUILDERS = {**VARIANTS, "sdpa_inverted_mask": SDPAInvertedMaskAttention}  # + the wrong one on purpose
 DEFAULT_VARIANTS = tuple(VARIANTS)
 LABELS = {
     "wrapper": "(1) wrapper of causal heads", "split": "(2) split Q/K/V weights",
@@ -64,9 +55,7 @@ def flex_unavailable_reason(device: torch.device | str) -> str | None:
 # ----------------------------------------------------------------------------- checking
 @dataclass(frozen=True)
 class CheckResult:
-    """``verdict`` names the first quantity that disagrees, in words that are the same on every
-    torch version; ``detail`` adds the numbers; ``error`` is the largest relative difference."""
-
+    """``verdict``: the first quantity that disagrees, worded alike on every torch; ``detail``: numbers."""
     ok: bool
     error: float
     verdict: str
@@ -83,21 +72,16 @@ def _difference(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, bool]
 
 
 def _forward_backward(module: nn.Module, x: torch.Tensor, grad_output: torch.Tensor):
-    x = x.detach().requires_grad_(True)
-    out = module(x)
-    (grad,) = torch.autograd.grad(out, x, grad_output)
-    return out.detach(), grad
+    out = module(x := x.detach().requires_grad_(True))
+    return out.detach(), torch.autograd.grad(out, x, grad_output)[0]
 
 
 def compare_to_expected(module: nn.Module, x: torch.Tensor, grad_output: torch.Tensor,
                         expected_out: torch.Tensor, expected_grad: torch.Tensor,
                         tolerance: float | None = None, backward: bool = True) -> CheckResult:
-    """Check ``module`` against precomputed reference results (see :func:`check_variant`);
-    ``backward=False`` leaves out the input gradient.
-
-    Differences among the finite entries are judged first, so a variant that is wrong
-    everywhere gets the same verdict whether this torch version turns its fully masked rows
-    into NaN or into zeros."""
+    """Check ``module`` against precomputed reference results (see :func:`check_variant`). The
+    finite entries are judged first, so the verdict of a wrong variant does not depend on whether
+    this torch turns fully masked rows into NaN or zeros. ``backward=False``: no gradient."""
     tol = TOLERANCE.get(x.dtype, 1e-4) if tolerance is None else tolerance
     with torch.no_grad():
         inference = module(x)
@@ -141,7 +125,6 @@ def check_variant(module: nn.Module, reference: nn.Module, x: torch.Tensor, *, s
 @dataclass(frozen=True)
 class Timing:
     """Milliseconds per call: the median and interquartile range of ``runs`` timed runs."""
-
     median_ms: float
     iqr_ms: float
     runs: int
@@ -149,9 +132,8 @@ class Timing:
 
 def measure_time(fn: Callable[[], object], device: torch.device | str = "cpu", *, warmup: int = 1,
                  min_run_time: float = 0.2, min_runs: int = 3) -> Timing:
-    """Time ``fn()`` with ``torch.utils.benchmark.Timer`` (which synchronises CUDA): ``warmup``
-    untimed calls, then ``blocked_autorange`` until ``min_run_time`` seconds and ``min_runs``
-    runs are reached."""
+    """Time ``fn()`` with ``torch.utils.benchmark.Timer`` (it synchronises CUDA): ``warmup`` untimed
+    calls, then ``blocked_autorange`` until ``min_run_time`` seconds and ``min_runs`` runs."""
     from torch.utils.benchmark import Timer
 
     if not callable(fn):
@@ -170,11 +152,9 @@ def measure_time(fn: Callable[[], object], device: torch.device | str = "cpu", *
 
 
 def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
-    """Bytes of extra memory one call of ``fn()`` holds at its peak.
-
-    CUDA: ``torch.cuda.max_memory_allocated`` after a reset, minus what was allocated before.
-    CPU: the profiler's memory events replayed in order (an operation's allocations count
-    from its start, its releases from its end)."""
+    """Bytes of extra memory one call of ``fn()`` holds at its peak: on CUDA from its memory
+    statistics, on the CPU from the profiler's memory events replayed in order (an operation's
+    allocations count from its start, its releases from its end)."""
     if not callable(fn):
         raise CourseInputError(f"fn must be callable, but got {type(fn).__name__}.")
     device = torch.device(device)
@@ -182,22 +162,17 @@ def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         before = torch.cuda.memory_allocated(device)
-        result = fn()
+        fn()
         torch.cuda.synchronize(device)
-        del result
         return max(0, torch.cuda.max_memory_allocated(device) - before)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        result = fn()
-        del result
-    changes = []
-    for event in prof.events():
-        size = event.self_cpu_memory_usage
-        if size:
-            changes.append((event.time_range.start if size > 0 else event.time_range.end, size))
+        fn()
+    changes = sorted((e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
+                      e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage)
     live = peak = 0
-    for _, size in sorted(changes):
+    for _, size in changes:
         live += size
         peak = max(peak, live)
     return peak
@@ -206,7 +181,6 @@ def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "
 @dataclass(frozen=True)
 class Ceilings:
     """The machine's measured limits: float matmul rate and memory copy bandwidth."""
-
     matmul_gflops: float
     copy_gbs: float
     device: str
@@ -231,8 +205,7 @@ def measure_ceilings(device: str = "cpu", *, dtype: str = "float32", threads: in
         raise CourseInputError(f"dtype must be one of {', '.join(DTYPES)}, but got {dtype!r}.")
     kept = torch.get_num_threads()
     if threads is not None:
-        expect_int(threads, "threads", minimum=1)
-        torch.set_num_threads(threads)
+        torch.set_num_threads(expect_int(threads, "threads", minimum=1))
     try:
         cuda = torch.device(device).type == "cuda"
         size = size or (8192 if cuda else 1024)
@@ -240,8 +213,7 @@ def measure_ceilings(device: str = "cpu", *, dtype: str = "float32", threads: in
         a, b = (torch.randn(size, size, generator=gen).to(device, DTYPES[dtype]) for _ in range(2))
         matmul = measure_time(lambda: a @ b, device, min_run_time=min_run_time)
         numbers = (copy_mib or (1024 if cuda else 256)) * 2**20 // 4
-        src = torch.ones(numbers, device=device)
-        dst = torch.empty_like(src)
+        src, dst = torch.ones(numbers, device=device), torch.empty(numbers, device=device)
         copy = measure_time(lambda: dst.copy_(src), device, min_run_time=min_run_time)
         return Ceilings(2 * size**3 / matmul.median_ms / 1e6, 2 * src.nbytes / copy.median_ms / 1e6,
                         str(device), torch.get_num_threads())
@@ -253,7 +225,6 @@ def measure_ceilings(device: str = "cpu", *, dtype: str = "float32", threads: in
 @dataclass(frozen=True)
 class BenchConfig:
     """What to measure (the defaults are ``make bench``'s quick run on a CPU)."""
-
     seq_lens: tuple[int, ...] = (128, 256, 512, 1024)
     batch: int = 1
     d_model: int = 768
@@ -277,40 +248,35 @@ class BenchConfig:
             raise CourseInputError(f"seq_lens must be a non-empty list of ints, but got {lens!r}.")
         for n in lens:
             expect_int(n, "each sequence length", minimum=1)
-        for name in ("batch", "d_model", "num_heads", "min_runs"):
-            expect_int(getattr(self, name), name, minimum=1)
-        expect_int(self.warmup, "warmup", minimum=0)
-        if self.d_model % self.num_heads:
-            raise CourseInputError(f"d_model must be divisible by num_heads, but d_model={self.d_model} "
-                                   f"and num_heads={self.num_heads}.")
-        if self.dtype not in DTYPES:
-            raise CourseInputError(f"dtype must be one of {', '.join(DTYPES)}, but got {self.dtype!r}.")
-        modes = (self.modes,) if isinstance(self.modes, str) else tuple(self.modes)
-        if not modes or any(m not in MODES for m in modes):
-            raise CourseInputError(f"modes must be taken from {MODES}, but got {self.modes!r}.")
-        variants = (self.variants,) if isinstance(self.variants, str) else tuple(self.variants)
-        if not variants:
-            raise CourseInputError("variants must name at least one variant.")
-        for v in variants:
-            if v not in BUILDERS:
-                raise CourseInputError(f"unknown variant {v!r}; the known variants are: {', '.join(BUILDERS)}.")
-        if not self.min_run_time > 0:
-            raise CourseInputError(f"min_run_time must be a positive number of seconds, got {self.min_run_time!r}.")
-        if self.device not in ("cpu", "cuda", "mps"):
-            raise CourseInputError(f"device must be 'cpu', 'cuda' or 'mps', but got {self.device!r}.")
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise CourseInputError("device 'cuda' was requested, but CUDA is not available here.")
-        if self.threads is not None:
-            expect_int(self.threads, "threads", minimum=1)
+        for name in ("batch", "d_model", "num_heads", "min_runs", "warmup", "threads"):
+            if name != "threads" or self.threads is not None:
+                expect_int(getattr(self, name), name, minimum=0 if name == "warmup" else 1)
+        modes, variants = ((v,) if isinstance(v, str) else tuple(v) for v in (self.modes, self.variants))
+        for bad, message in (
+            (self.d_model % self.num_heads, f"d_model must be divisible by num_heads, but d_model="
+                                            f"{self.d_model} and num_heads={self.num_heads}."),
+            (self.dtype not in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, but got {self.dtype!r}."),
+            (not modes or set(modes) - set(MODES), f"modes must be taken from {MODES}, but got {self.modes!r}."),
+            (not variants or set(variants) - set(BUILDERS), f"variants must name at least one variant, and only "
+             f"known ones, but got {self.variants!r}; the known variants are: {', '.join(BUILDERS)}."),
+            (not self.min_run_time > 0, f"min_run_time must be a positive number of seconds, got "
+                                        f"{self.min_run_time!r}."),
+            (self.device not in ("cpu", "cuda", "mps"), f"device must be 'cpu', 'cuda' or 'mps', but got "
+                                                        f"{self.device!r}."),
+            (self.device == "cuda" and not torch.cuda.is_available(),
+             "device 'cuda' was requested, but CUDA is not available here."),
+        ):
+            if bad:
+                raise CourseInputError(message)
         return replace(self, seq_lens=tuple(sorted(set(lens))), modes=modes, variants=variants)
 
 
 @dataclass
 class BenchRow:
     """One line of ``bench.csv``. ``status``: ok (checked, then timed), wrong (never timed),
-    unavailable, oom or error. ``gflop``: dense work from the shapes (x3 with the backward pass);
-    ``mbytes``/``intensity``: the chapter's byte model (forward only)."""
-
+    unavailable, oom or error. From the shapes, on every row: ``gflop`` (dense work, x3 with the
+    backward pass); forward only, the chapter's byte model: ``mbytes`` in all, ``score_mbytes`` of
+    the score path, ``intensity``. Measured, on timed rows: the time, ``gflops``, ``share_of_peak``."""
     variant: str
     label: str
     mode: str
@@ -323,6 +289,7 @@ class BenchRow:
     gflop: float = math.nan
     gflops: float = math.nan
     mbytes: float = math.nan
+    score_mbytes: float = math.nan
     intensity: float = math.nan
     share_of_peak: float = math.nan
     peak_gflops: float = math.nan
@@ -352,23 +319,26 @@ def _is_oom(exc: BaseException) -> bool:
         or "can't allocate memory" in text
 
 
+def _counts(row: BenchRow) -> None:
+    """Fill in the row's FLOPs and bytes, counted from its shapes."""
+    b, h, n, d = row.batch, row.num_heads, row.seq_len, row.d_model
+    row.gflop = sum(chapters.attention_flops(b, n, d, d)) / 1e9 * (1 if row.mode == "forward" else 3)
+    if row.mode == "forward" and row.variant in VARIANTS:
+        size = torch.finfo(DTYPES[row.dtype]).bits // 8
+        row.mbytes = chapters.moved_bytes(row.variant, b, h, n, d, d, size) / 1e6
+        row.score_mbytes = chapters.SCORE_PASSES[row.variant] * chapters.score_bytes(b, h, n, size) / 1e6
+        row.score_mbytes += n * n / 1e6 if row.variant == "sdpa_mask" else 0.0  # its bool mask, read once
+        row.intensity = row.gflop * 1e3 / row.mbytes
+
+
 def _runner(module: nn.Module, x: torch.Tensor, g: torch.Tensor, mode: str) -> Callable[[], object]:
     """A forward pass under no_grad, or a forward pass plus the gradients of the input and
     of every parameter (without accumulating into ``.grad``)."""
     if mode == "forward":
-        def forward():
-            with torch.no_grad():
-                return module(x)
-        return forward
+        return torch.no_grad()(lambda: module(x))
     params = [p for p in module.parameters() if p.requires_grad]
     xg = x.detach().requires_grad_(True)
     return lambda: torch.autograd.grad(module(xg), [xg, *params], g)
-
-
-def with_ceilings(rows: Sequence[BenchRow], ceilings: Ceilings) -> list[BenchRow]:
-    """The rows with the machine's ceilings and each row's share of the matmul peak filled in."""
-    return [replace(r, peak_gflops=ceilings.matmul_gflops, copy_gbs=ceilings.copy_gbs,
-                    share_of_peak=r.gflops / ceilings.matmul_gflops) for r in rows]
 
 
 def _build(name: str, reference: MultiHeadAttention, device: torch.device, dtype: torch.dtype):
@@ -387,7 +357,8 @@ def run_benchmark(config: BenchConfig | None = None, *, ceilings: Ceilings | Non
     At each length every variant is checked against the reference on the batch's first
     sequence; only those that match are timed (then, if ``config.memory``, measured once
     more for memory). Running out of memory is reported as ``oom`` and the sweep goes on.
-    float32 means IEEE float32 here (no TF32)."""
+    float32 means IEEE float32 here (no TF32). With ``ceilings``, every row carries them and
+    its share of the matmul peak."""
     cfg = (config or BenchConfig()).validate()
     device, dtype = torch.device(cfg.device), DTYPES[cfg.dtype]
     kept = torch.get_num_threads(), torch.get_float32_matmul_precision()
@@ -401,9 +372,13 @@ def run_benchmark(config: BenchConfig | None = None, *, ceilings: Ceilings | Non
         reference = reference.to(device)
         common = dict(batch=cfg.batch, d_model=cfg.d_model, num_heads=cfg.num_heads, dtype=cfg.dtype,
                       device=cfg.device, device_name=device_name(cfg.device), threads=torch.get_num_threads())
+        if ceilings:
+            common.update(peak_gflops=ceilings.matmul_gflops, copy_gbs=ceilings.copy_gbs)
         gen = torch.Generator().manual_seed(cfg.seed + 1)
         rows = []
         for n in cfg.seq_lens:
+            if modules.get("flex", (None,))[0] is not None:
+                torch.compiler.reset()  # FlexAttention compiles once per length: stay under dynamo's limit
             x32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)     # (b, n, d)
             g32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)     # (b, n, d)
             x, g = x32.to(device, dtype), g32.to(device, dtype)
@@ -413,13 +388,14 @@ def run_benchmark(config: BenchConfig | None = None, *, ceilings: Ceilings | Non
                     status, note, err = verdicts.get((name, mode), verdicts[name])
                     row = BenchRow(name, LABELS.get(name, name), mode, n, status, check_error=err, note=note,
                                    **common)
+                    _counts(row)
                     if status == "ok":
                         _measure(row, modules[name][0], x, g, cfg, device)
                     rows.append(row)
                     if progress:
-                        print(f"n={n:<5} {mode:<16} {name:<18} {row.status:<5} {row.median_ms:10.2f} ms",
-                              flush=True)
-        return with_ceilings(rows, ceilings) if ceilings else rows
+                        print(f"n={n:<5} {mode:<16} {name:<18} {row.status:<5} {row.median_ms:10.2f} ms "
+                              f"{row.gflops:8.1f} GFLOP/s", flush=True)
+        return rows
     finally:
         torch.set_num_threads(kept[0])
         torch.set_float32_matmul_precision(kept[1])
@@ -466,19 +442,11 @@ def _measure(row: BenchRow, module: nn.Module, x: torch.Tensor, g: torch.Tensor,
             torch.cuda.empty_cache()
         return
     row.median_ms, row.iqr_ms, row.runs = timing.median_ms, timing.iqr_ms, timing.runs
-    projections, products = attention_flops(row.batch, row.seq_len, row.d_model, row.d_model)
-    row.gflop = (projections + products) * (1 if row.mode == "forward" else 3) / 1e9
     row.gflops = row.gflop / (row.median_ms / 1e3)
-    if row.mode == "forward" and row.variant in VARIANTS:
-        size = torch.finfo(DTYPES[row.dtype]).bits // 8
-        row.mbytes = moved_bytes(row.variant, row.batch, row.num_heads, row.seq_len, row.d_model, row.d_model,
-                                 size) / 1e6
-        row.intensity = row.gflop * 1e3 / row.mbytes
+    row.share_of_peak = row.gflops / row.peak_gflops
 
 
 # ----------------------------------------------------------------------------- plots
-
-
 def _timed(rows: Sequence[BenchRow], mode: str) -> dict[str, list[BenchRow]]:
     """The timed rows of ``mode`` by variant, each list sorted by length."""
     out: dict[str, list[BenchRow]] = {}

@@ -125,16 +125,21 @@ def plot_results(rows: Sequence[BenchRow]):
 
 TABLE_METRICS = {
     "median_ms": "median time (ms)", "iqr_ms": "interquartile range of the time (ms)",
-    "peak_mib": "peak extra memory (MiB)", "gflops": "achieved GFLOP/s (dense FLOPs counted from the shapes)",
-    "share_of_peak": "share of the measured matmul peak",
+    "peak_mib": "peak extra memory (MiB)", "gflop": "GFLOP per call (dense, counted from the shapes)",
+    "gflops": "achieved GFLOP/s", "share_of_peak": "share of the measured matmul peak",
+    "mbytes": "MB moved per call (byte model, from the shapes)",
+    "score_mbytes": "MB of it on the score path ((b, h, n, n) passes and mask)",
+    "intensity": "arithmetic intensity (FLOP per byte of the model)",
 }
+SHAPE_METRICS = ("gflop", "mbytes", "score_mbytes", "intensity")
+"""Counted from the shapes: shown for every variant, timed or not."""
 
 
 def _cell(row: BenchRow | None, metric: str) -> str:
     if row is None:
         return ""
     value = getattr(row, metric)
-    if row.status != "ok" or math.isnan(value):
+    if (row.status != "ok" and metric not in SHAPE_METRICS) or math.isnan(value):
         return row.status if row.status != "ok" else "n/a"
     if metric == "share_of_peak":
         return f"{value:.0%}"
@@ -206,16 +211,6 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None}).validate()
 
 
-def _allow_recompiles() -> None:
-    """FlexAttention is compiled once per length and mode: raise dynamo's limit of 8 graphs so a
-    long sweep never falls back silently to the unfused version."""
-    import torch._dynamo.config as dynamo_config
-
-    for knob in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo_config, knob):
-            setattr(dynamo_config, knob, max(64, getattr(dynamo_config, knob)))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
@@ -223,8 +218,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CourseInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if "flex" in cfg.variants:
-        _allow_recompiles()
     start = time.perf_counter()
     ceilings = bench.measure_ceilings(cfg.device, dtype=cfg.dtype, threads=cfg.threads)
     print(f"Machine: {bench.device_name(cfg.device)}, torch {torch.__version__}\nCeilings: {ceilings}")

@@ -7,8 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .ch05 import MultiHeadAttention, MultiHeadAttentionWrapper
-from .ch06 import copy_into_torch_mha, merge_heads, split_heads
+import course_utils as cu
 
 __all__ = [
     "score_bytes",
@@ -54,7 +53,8 @@ class WrapperAttention(nn.Module):
     def __init__(self, ref):
         super().__init__()
         d_in, hd, has_bias = ref.W_query.in_features, ref.head_dim, ref.W_query.bias is not None
-        self.heads = MultiHeadAttentionWrapper(d_in, hd, ref.context_length, 0.0, ref.num_heads, has_bias)
+        self.heads = cu.chapters.MultiHeadAttentionWrapper(d_in, hd, ref.context_length, 0.0,
+                                                           ref.num_heads, has_bias)
         with torch.no_grad():
             for i, head in enumerate(self.heads.heads):
                 rows = slice(i * hd, (i + 1) * hd)                   # head i's rows of the reference
@@ -71,8 +71,8 @@ class WrapperAttention(nn.Module):
 def split_attention(ref):
     """(2) Chapter 05's MultiHeadAttention, holding a copy of the reference's weights."""
     d_in, d_out = ref.W_query.in_features, ref.W_query.out_features
-    layer = MultiHeadAttention(d_in, d_out, ref.context_length, 0.0, ref.num_heads,
-                               qkv_bias=ref.W_query.bias is not None)
+    layer = cu.chapters.MultiHeadAttention(d_in, d_out, ref.context_length, 0.0, ref.num_heads,
+                                           qkv_bias=ref.W_query.bias is not None)
     layer.load_state_dict(ref.state_dict())
     return layer
 
@@ -95,8 +95,8 @@ class FusedQKVAttention(nn.Module):
 
     def forward(self, x):
         q, k, v = self.qkv(x).chunk(3, dim=-1)                       # 3 x (b, n, d_out)
-        q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # 3 x (b, h, n, hd)
-        return self.out_proj(merge_heads(self.attend(q, k, v)))     # (b, n, d_out)
+        q, k, v = (cu.chapters.split_heads(t, self.num_heads) for t in (q, k, v))  # 3 x (b, h, n, hd)
+        return self.out_proj(cu.chapters.merge_heads(self.attend(q, k, v)))  # (b, n, d_out)
 
     def attend(self, q, k, v):
         n = q.shape[-2]
@@ -157,7 +157,7 @@ class TorchMHAAttention(nn.Module):
             raise ValueError(f"nn.MultiheadAttention needs d_in == d_out, but the reference has "
                              f"d_in={d_in} and d_out={d_out}")
         self.mha = nn.MultiheadAttention(d_out, ref.num_heads, bias=True, batch_first=True)
-        copy_into_torch_mha(ref, self.mha)
+        cu.chapters.copy_into_torch_mha(ref, self.mha)
         self.register_buffer("mask", ref.mask.clone())               # (c, c): True = may NOT attend
 
     def forward(self, x):
