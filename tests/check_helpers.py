@@ -27,3 +27,9 @@ def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None
     if diagnosis is not None:
         assert diagnosis in str(failure), str(failure)
     return failure
+
+
+def unusual_right_answers(module) -> list:
+    """``module.ANSWERS`` (tests/correct/chNN.py: (check name, args) pairs) as pytest params."""
+    return [pytest.param(check, args, id=f"{check}-{getattr(args[0], '__name__', i)}")
+            for i, (check, args) in enumerate(module.ANSWERS)]

@@ -6,7 +6,8 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch01 as b
-from tests.check_helpers import assert_names_bug, assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
+from tests.correct import ch01 as correct
 
 
 @pytest.mark.parametrize(
@@ -60,3 +61,9 @@ def test_checks_leave_the_global_rng_alone():
     torch.manual_seed(0)
     cu.checks.check_context_vectors(b.context_right)
     assert torch.equal(torch.rand(2), expected)
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

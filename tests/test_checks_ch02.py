@@ -8,7 +8,8 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch02 as b
-from tests.check_helpers import assert_names_bug, assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
+from tests.correct import ch02 as correct
 
 
 @pytest.mark.parametrize(
@@ -120,3 +121,9 @@ def test_book_values_of_the_references():
         assert torch.allclose(v2(inputs)[0], torch.tensor([-0.0739, 0.0713]), atol=1e-4)
         b.transfer_right(v1, v2)
         assert torch.allclose(v1(inputs), v2(inputs))
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

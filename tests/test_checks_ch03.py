@@ -6,7 +6,8 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch03 as b
-from tests.check_helpers import assert_names_bug, assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
+from tests.correct import ch03 as correct
 
 
 @pytest.mark.parametrize(
@@ -14,7 +15,7 @@ from tests.check_helpers import assert_names_bug, assert_passes
     [
         (cu.checks.check_causal_mask, b.mask_right),
         (cu.checks.check_causal_mask, b.mask_right_by_comparison),
-        (cu.checks.check_causal_mask, cu.models.causal_mask),
+        (cu.checks.check_causal_mask, cu.chapters.causal_mask),
         (cu.checks.check_mask_after_softmax, b.after_right),
         (cu.checks.check_mask_before_softmax, b.before_right),
         (cu.checks.check_mask_before_softmax, b.before_additive),
@@ -66,3 +67,9 @@ def test_checks_reject_non_functions():
         cu.checks.check_causal_mask(torch.ones(3, 3))
     with pytest.raises(CheckFailure, match="expects a function"):
         cu.checks.check_mask_before_softmax("softmax")
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

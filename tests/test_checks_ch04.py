@@ -11,11 +11,13 @@ import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES as BUGS
 from tests.buggy import ch04 as buggy
+from tests.check_helpers import assert_passes, unusual_right_answers
+from tests.correct import ch04 as correct
 
 check = cu.checks.check_causal_attention
 
 
-@pytest.mark.parametrize("cls", [cu.models.CausalAttention, *buggy.CORRECT], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [cu.chapters.CausalAttention, *buggy.CORRECT], ids=lambda c: c.__name__)
 def test_accepts_right_classes(cls, capsys):
     check(cls)
     assert capsys.readouterr().out.startswith("✓ check_causal_attention:")
@@ -111,3 +113,9 @@ def test_batch_output_check(capsys):
         cu.checks.check_causal_batch_output(torch.full((20, 100, 768), float("nan")))
     with pytest.raises(CheckFailure, match="expects the output tensor"):
         cu.checks.check_causal_batch_output((20, 100, 768))
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

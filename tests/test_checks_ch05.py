@@ -11,6 +11,8 @@ import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES as BUGS
 from tests.buggy import ch05 as buggy
+from tests.check_helpers import assert_passes, unusual_right_answers
+from tests.correct import ch05 as correct
 
 check_wrapper = cu.checks.check_multihead_wrapper
 check_split = cu.checks.check_multihead_attention
@@ -26,7 +28,7 @@ def _rejects(check, cls, bug):
 
 
 # ----------------------------------------------------------------------------- the wrapper
-@pytest.mark.parametrize("cls", [cu.models.MultiHeadAttentionWrapper, *buggy.WRAPPER_CORRECT],
+@pytest.mark.parametrize("cls", [cu.chapters.MultiHeadAttentionWrapper, *buggy.WRAPPER_CORRECT],
                          ids=lambda c: c.__name__)
 def test_wrapper_accepts_right_classes(cls, capsys):
     check_wrapper(cls)
@@ -60,7 +62,7 @@ def test_wrapper_dropout_is_checked_in_every_head():
 
 
 # ----------------------------------------------------------------------------- the split version
-@pytest.mark.parametrize("cls", [cu.models.MultiHeadAttention, *buggy.SPLIT_CORRECT], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [cu.chapters.MultiHeadAttention, *buggy.SPLIT_CORRECT], ids=lambda c: c.__name__)
 def test_split_accepts_right_classes(cls, capsys):
     check_split(cls)
     assert capsys.readouterr().out.startswith("✓ check_multihead_attention:")
@@ -135,3 +137,9 @@ def test_batch_output_checks(capsys):
         cu.checks.check_split_batch_output(torch.zeros(40, 80, 4608))
     with pytest.raises(CheckFailure, match="expects the output tensor"):
         cu.checks.check_split_batch_output(None)
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

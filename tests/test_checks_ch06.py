@@ -6,7 +6,8 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch06 as b
-from tests.check_helpers import assert_names_bug, assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
+from tests.correct import ch06 as correct
 
 
 # --------------------------------------------------------------------------- dataset
@@ -151,3 +152,9 @@ def test_the_chapters_tiny_gpt_passes(capsys):
 )
 def test_each_tiny_gpt_bug_is_named(buggy, expect):
     assert_names_bug(cu.checks.check_tiny_gpt, buggy, **expect)
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

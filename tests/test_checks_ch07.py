@@ -5,7 +5,8 @@ import pytest
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.buggy import ch07 as b
-from tests.check_helpers import assert_names_bug, assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
+from tests.correct import ch07 as correct
 
 
 def test_right_answer_passes(capsys):
@@ -38,3 +39,9 @@ def test_each_bug_is_named(buggy, expect):
 def test_check_wants_a_function():
     with pytest.raises(CheckFailure, match="expects a function"):
         cu.checks.check_blockwise_attention(42)
+
+
+# --------------------------------------------------------------------------- right but unusual answers
+@pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
+def test_unusual_right_answers_pass(check, args, capsys):
+    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)

@@ -1,6 +1,6 @@
 """CausalAttention classes for tests/test_checks_ch04.py: right ones, and one class per known bug.
 
-``Correct`` is written independently of ``course_utils.models`` and split into small hooks;
+``Correct`` is written independently of ``course_utils.chapters`` and split into small hooks;
 every buggy class overrides exactly one hook (or ``forward``) with a mistake students make.
 The ``CORRECT`` list holds other right ways of writing the layer, which the check must accept.
 """

@@ -37,10 +37,8 @@ from .core import (
 # --------------------------------------------------------------------------- layers: build and run
 def chapters():
     """The chapters' own code (the reference classes), exported from the solution notebooks."""
-    try:
-        from ... import chapters as module
-    except ImportError:  # until course_utils/chapters/ is generated
-        from ... import models as module
+    from ... import chapters as module
+
     return module
 
 
