@@ -317,3 +317,11 @@ def test_sliding_window_figure_draws_the_chapters_masks():
     assert figures.FIGURES["sliding_window"].chapter == "09"
     fig = figures.render("sliding_window")
     assert len(fig.axes) == 3
+
+
+def test_pytorchs_causal_lower_right_is_the_bottom_right_mask():
+    bias = pytest.importorskip("torch.nn.attention.bias")
+    q, k, v = _randn(3, 2, 2, 6, 4, seed=9)
+    q = q[:, :, :2]  # (2, 2, 2, 4): the 2 newest of 6 tokens
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=bias.causal_lower_right(2, 6)),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=ch.sliding_window_mask(2, 6, 6)))
