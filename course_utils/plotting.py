@@ -13,18 +13,19 @@ a cell that ends with the call shows the picture once and prints no object repr.
 from __future__ import annotations
 
 import html
-import io
 import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 from matplotlib import colormaps
 from matplotlib.colors import Normalize, to_rgba
 from matplotlib.figure import Figure
 
+from ._render import render_png  # noqa: F401  (the live explorers' fast PNG frames)
 from .validation import CourseInputError, expect_int, expect_tensor
 
 # ----------------------------------------------------------------------------- the palette
@@ -60,15 +61,16 @@ def check_labels(labels: Sequence[str] | None, n: int, what: str = "labels", per
     return labels
 
 
+def _luminance(rgb: np.ndarray) -> np.ndarray:
+    """WCAG relative luminance of RGB colours in [0, 1] (last axis: r, g, b)."""
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return linear @ np.array([0.2126, 0.7152, 0.0722])
+
+
 def readable_text_colour(background) -> str:
     """Black or white, whichever reads better on ``background`` (WCAG relative luminance)."""
-    def linear(c: float) -> float:
-        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b, _ = to_rgba(background)
-    luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b)
     # Contrast with black is (L + 0.05) / 0.05, with white 1.05 / (L + 0.05): equal at L ~ 0.179.
-    return "black" if luminance > 0.179 else "white"
+    return "black" if _luminance(np.array(to_rgba(background)[:3])) > 0.179 else "white"
 
 
 def format_value(value: float, decimals: int = 2) -> str:
@@ -107,15 +109,16 @@ class Heat:
 
     def __init__(self, ax, data: torch.Tensor, *, vmin: float, vmax: float, annotate: bool,
                  cmap: str = CMAP, animated: bool = False, decimals: int = 2) -> None:
-        self.ax, self.colours, self.norm = ax, colormaps[cmap], Normalize(vmin=vmin, vmax=vmax)
-        self.decimals = decimals
+        # Masked cells take the axes' own colour, opaque, so a redraw over an old frame covers them.
+        self.colours = colormaps[cmap].with_extremes(bad=ax.get_facecolor())
+        self.ax, self.norm, self.decimals = ax, Normalize(vmin=vmin, vmax=vmax), decimals
         self.image = ax.imshow(self._shown(data), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
                                interpolation="nearest", animated=animated)
         self.texts = []
         if annotate:
             size = 8 if max(data.shape) <= 6 else 7
-            self.texts = [[ax.text(j, i, "", ha="center", va="center", fontsize=size, animated=animated)
-                           for j in range(data.shape[1])] for i in range(data.shape[0])]
+            self.texts = [ax.text(j, i, "", ha="center", va="center", fontsize=size, animated=animated)
+                          for i in range(data.shape[0]) for j in range(data.shape[1])]
         self.update(data)
 
     @staticmethod
@@ -123,13 +126,15 @@ class Heat:
         return data.masked_fill(~torch.isfinite(data), float("nan")).numpy()
 
     def update(self, data: torch.Tensor) -> None:
-        self.image.set_data(self._shown(data))
-        background = self.ax.get_facecolor()
-        for row, values in zip(self.texts, data.tolist()):
-            for text, value in zip(row, values):
-                text.set_text(format_value(value, self.decimals))
-                cell = self.colours(self.norm(value)) if math.isfinite(value) else background
-                text.set_color(readable_text_colour(cell))
+        shown = self._shown(data)
+        self.image.set_data(shown)
+        if not self.texts:
+            return
+        cells = self.colours(self.norm(shown))[..., :3].reshape(-1, 3)  # (n * m, 3) masked: background
+        dark = _luminance(cells) <= 0.179
+        for text, value, white in zip(self.texts, data.flatten().tolist(), dark.tolist()):
+            text.set_text(format_value(value, self.decimals))
+            text.set_color("white" if white else "black")
 
 
 class Bars:
@@ -357,32 +362,6 @@ def _display(obj) -> None:
 def handles(fig: Figure) -> dict:
     """The dict a ``draw`` function keeps its artists in between calls (empty on a new figure)."""
     return fig.__dict__.setdefault("_course_handles", {})
-
-
-def render_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes, redrawing only its animated artists when nothing else changed.
-
-    Artists marked ``animated`` do not make the figure stale when they change, so a figure
-    that is not stale keeps its background (axes, ticks, labels): only the animated artists
-    are drawn again on top of it. Anything else that changed triggers a full draw.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
-
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    background = fig.__dict__.get("_course_background")
-    if fig.stale or background is None or background[0] != canvas.get_width_height():
-        canvas.draw()
-        fig._course_background = (canvas.get_width_height(), canvas.copy_from_bbox(fig.bbox))
-    else:
-        canvas.restore_region(background[1])
-    animated = [a for ax in fig.axes if ax.get_visible() for a in ax.get_children() if a.get_animated()]
-    for artist in sorted(animated, key=lambda a: a.get_zorder()):
-        fig.draw_artist(artist)
-    picture = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-    out = io.BytesIO()
-    picture.convert("RGB").save(out, format="png", compress_level=1)
-    return out.getvalue()
 
 
 class Explorer:

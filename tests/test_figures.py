@@ -50,12 +50,13 @@ def test_figure_differences_catches_changed_missing_and_stray_files(tmp_path):
 
 # ----------------------------------------------------------------------------- the catalogue
 def test_catalogue_lists_every_diagram_with_chapter_and_alt_text():
-    assert set(F.FIGURES) == {
+    assert set(F.FIGURES) >= {  # chapters 01-07; later chapters add their own entries
         "attention_scores", "score_matrix", "qkv_projections", "causal_mask", "dropout",
         "single_vs_multihead", "weight_split", "text_to_logits", "attention_memory",
     }
+    chapters = {path.name[:2] for path in (F.ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")}
     for name, (chapter, alt, draw) in F.FIGURES.items():
-        assert chapter in {"01", "02", "03", "04", "05", "06", "07"}, name
+        assert chapter in chapters, f"{name}: chapter {chapter!r} has no solutions/{chapter}_*.ipynb"
         assert 40 <= len(alt) <= 400 and alt.endswith("."), name
         assert not set("[]\n") & set(alt), f"{name}: alt text must be safe inside ![...](...)"
         assert callable(draw)
