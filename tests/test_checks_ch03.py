@@ -37,6 +37,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_causal_mask, b.mask_flat, {"diagnosis": "expected shape (5, 5), got (25,)"}),
         (cu.checks.check_causal_mask, b.mask_stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
         (cu.checks.check_mask_after_softmax, b.after_no_renormalise, {"bug": "no_renormalise"}),
+        (cu.checks.check_mask_after_softmax, b.after_renormalise_dim1, {"bug": "renormalise_wrong_dim"}),
         (cu.checks.check_mask_after_softmax, b.after_diagonal_masked, {"bug": "mask_diagonal"}),
         (cu.checks.check_mask_after_softmax, b.after_transposed, {"bug": "mask_past"}),
         (cu.checks.check_mask_after_softmax, b.after_no_scaling, {"bug": "no_scaling"}),

@@ -52,6 +52,22 @@ NAMED_BUGS = [
     (buggy.DropoutOnContext, "dropout_on_context"),
     (buggy.DropoutBeforeSoftmax, "dropout_before_softmax"),
     (buggy.DropoutOnInputs, "dropout_on_projections"),
+    # behaviour probes: right numbers on the first call, wrong elsewhere
+    (buggy.MaskOverwritten, "mask_overwritten"),
+    (buggy.MaskReregisteredCut, "mask_overwritten"),
+    (buggy.MaskBuiltOnCpu, "cpu_tensor_in_forward"),
+    (buggy.MaskFromArangeOnCpu, "cpu_tensor_in_forward"),
+    (buggy.InplaceDropoutAfterSoftmax, "inplace_breaks_autograd"),
+    (buggy.InplaceRenormalise, "inplace_breaks_autograd"),
+    (buggy.InputScaledInPlace, "input_modified"),
+    (buggy.InputCenteredInPlace, "input_modified"),
+    (buggy.DropoutAlwaysTraining, "dropout_in_eval"),
+    (buggy.KeysDetached, "gradient_blocked"),
+    (buggy.WeightsDetached, "gradient_blocked"),
+    (buggy.SdpaWithTorchMhaMask, "sdpa_mask_inverted"),
+    (buggy.LeftoverLinear, "parameter_count"),
+    (buggy.LengthAssert, "length_error_not_value_error"),
+    (buggy.LengthIndexError, "length_error_not_value_error"),
 ]
 
 

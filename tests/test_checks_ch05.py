@@ -43,6 +43,8 @@ WRAPPER_BUGS = [
     (buggy.StackedHeads, "stacked_heads"),
     (buggy.DOutSplitBetweenHeads, "wrapper_d_out_split"),
     *buggy.WRAPPERS_OF_BUGGY_HEADS,
+    (buggy.HeadsConcatenatedReversed, "heads_wrong_order"),
+    (buggy.HeadsConcatenatedSliceReversed, "heads_wrong_order"),
 ]
 
 
@@ -95,6 +97,16 @@ SPLIT_BUGS = [
     (buggy.OutProjUnused, "out_proj_unused"),
     (buggy.NoDivisibilityCheck, "no_divisibility_check"),
     (buggy.KeyBiasAlwaysOn, "qkv_bias_ignored"),
+    # behaviour probes and the named-at-last mistakes of issue 11
+    (buggy.OutProjBiasFollowsQkvBias, "out_proj_bias_follows_qkv_bias"),
+    (buggy.OutProjNoBias, "out_proj_bias_follows_qkv_bias"),
+    (buggy.HeadsMergedInterleaved, "heads_interleaved"),
+    (buggy.HeadsMergedInterleavedTwice, "heads_interleaved"),
+    (buggy.HeadDimFromDin, "head_dim_from_d_in"),
+    (buggy.ValuesFromKeyLayer, "values_from_key"),
+    (buggy.MaskOverwrittenSplit, "mask_overwritten"),
+    (buggy.InplaceDropoutSplit, "inplace_breaks_autograd"),
+    (buggy.SdpaWithTorchMhaMaskSplit, "sdpa_mask_inverted"),
 ]
 
 

@@ -93,3 +93,15 @@ def context_columns(inputs):
 
 def context_returns_weights(inputs):
     return torch.softmax(inputs @ inputs.T, dim=-1)
+
+
+def softmax_global_max(x):
+    """Subtracts the maximum of the whole tensor, not of each row: stable only when rows are alike."""
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def softmax_global_amax(x):
+    """The same slip with amax() and no dim (a tutorial's 1-d softmax reused on a matrix)."""
+    e = (x - x.amax()).exp()
+    return e / e.sum(dim=-1, keepdim=True)

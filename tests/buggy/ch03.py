@@ -144,3 +144,11 @@ def before_zero_after_softmax(scores, d_k):
 
 def before_stub(scores, d_k):
     raise NotImplementedError()
+
+
+def after_renormalise_dim1(scores, d_k):
+    """The book's own slip (section 3.5.1): the masked weights renormalised with sum(dim=1), which is
+    the key axis only for a 2-d matrix; on a batch (b, n, n) it sums over the queries."""
+    weights = torch.softmax(scores / d_k**0.5, dim=-1)
+    weights = weights * torch.tril(torch.ones_like(weights))
+    return weights / weights.sum(dim=1, keepdim=True)

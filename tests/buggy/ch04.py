@@ -311,3 +311,132 @@ class Stub(nn.Module):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__()
         raise NotImplementedError()
+
+
+# ----------------------------------------------------------------------------- behaviour probes (issue 11)
+# Right numbers on the first call, wrong behaviour elsewhere: the probes name them.
+class MaskOverwritten(Correct):
+    """Typical student slip: 'cache' the cut mask by assigning it back (the next, longer call breaks)."""
+
+    def apply_mask(self, scores, n):
+        self.mask = self.mask[:n, :n]
+        return scores.masked_fill(self.mask.bool(), -torch.inf)
+
+
+class MaskReregisteredCut(Correct):
+    """Typical student slip: re-register the buffer at the current length inside forward."""
+
+    def apply_mask(self, scores, n):
+        self.register_buffer("mask", self.mask[:n, :n])
+        return scores.masked_fill(self.mask.bool(), -torch.inf)
+
+
+class MaskBuiltOnCpu(Correct):
+    """The lecture's on-the-fly mask, torch.triu(torch.ones(n, n)), without device= (fails on a GPU)."""
+
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(torch.triu(torch.ones(n, n), diagonal=1).bool(), -torch.inf)
+
+
+class MaskFromArangeOnCpu(Correct):
+    """Positions compared with torch.arange(n) (common in GPT ports) without device=."""
+
+    def apply_mask(self, scores, n):
+        positions = torch.arange(n)
+        return scores.masked_fill(positions[None, :] > positions[:, None], -torch.inf)
+
+
+class InplaceDropoutAfterSoftmax(Correct):
+    """nn.Dropout(inplace=True) on the softmax output, which softmax's backward needs (a memory 'optimisation')."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
+        self.dropout = nn.Dropout(dropout, inplace=True)
+
+
+class InplaceRenormalise(Correct):
+    """Masking after the softmax done in place (masked_fill_, /=): autograd's saved softmax output is changed."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = self.project(x)
+        weights = torch.softmax(self.scale(self.scores(q, k), k.shape[-1]), dim=-1)
+        weights.masked_fill_(self.mask.bool()[:n, :n], 0.0)
+        weights /= weights.sum(dim=-1, keepdim=True)
+        return self.drop(weights) @ v
+
+
+class InputScaledInPlace(Correct):
+    """Typical student slip: 'pre-scale' the inputs in place, changing the caller's tensor."""
+
+    def project(self, x):
+        x /= x.shape[-1] ** 0.5
+        x *= x.shape[-1] ** 0.5
+        return super().project(x)
+
+
+class InputCenteredInPlace(Correct):
+    """x -= x.mean(...) in place: the numbers of this call may be fine, the caller's batch is not."""
+
+    def project(self, x):
+        q, k, v = super().project(x)
+        x -= x.mean()
+        return q, k, v
+
+
+class DropoutAlwaysTraining(Correct):
+    """F.dropout with training=True hard-coded (copied from a training script): dropout in eval mode too."""
+
+    def drop(self, weights):
+        return F.dropout(weights, self.dropout.p, training=True)
+
+
+class KeysDetached(Correct):
+    """'.detach() to save memory' on the keys: W_key never learns."""
+
+    def project(self, x):
+        q, k, v = super().project(x)
+        return q, k.detach(), v
+
+
+class WeightsDetached(Correct):
+    """Weights computed under torch.no_grad (copied from an inference snippet): no gradient for W_query, W_key."""
+
+    def normalise(self, scores):
+        with torch.no_grad():
+            return torch.softmax(scores, dim=-1)
+
+
+class SdpaWithTorchMhaMask(Correct):
+    """SDPA given nn.MultiheadAttention's mask (True = hidden there, True = attend in SDPA)."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = self.project(x)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask.bool()[:n, :n],
+                                              dropout_p=self.dropout.p if self.training else 0.0)
+
+
+class LeftoverLinear(Correct):
+    """A half-finished refactoring: an unused fused projection left in __init__ (extra parameters)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
+        self.qkv = nn.Linear(d_in, 3 * d_out, bias=qkv_bias)
+
+
+class LengthAssert(Correct):
+    """An assert instead of the course's ValueError (the book's GPT code has no check at all)."""
+
+    def check_length(self, x):
+        assert x.shape[1] <= self.context_length, "too long"
+
+
+class LengthIndexError(Correct):
+    """Lets the mask slice fail on its own: PyTorch raises a RuntimeError about sizes, not ValueError."""
+
+    def check_length(self, x):
+        pass
+
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)  # (c, c) cannot broadcast to (n, n)

@@ -347,3 +347,91 @@ class KeyBiasAlwaysOn(Split):
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
         self.W_key = nn.Linear(d_in, d_out)
+
+
+# ----------------------------------------------------------------------------- behaviour probes (issue 11)
+class OutProjBiasFollowsQkvBias(Split):
+    """out_proj = nn.Linear(d_out, d_out, bias=qkv_bias): GPT-2's out_proj always has a bias (2,360,064 not 2,359,296)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.out_proj = nn.Linear(d_out, d_out, bias=qkv_bias)
+
+
+class OutProjNoBias(Split):
+    """bias=False on every Linear (seen in LLaMA-style ports), out_proj included."""
+
+    def make_out_proj(self, d_out):
+        self.out_proj = nn.Linear(d_out, d_out, bias=False)
+
+
+class HeadsMergedInterleaved(Split):
+    """Merge with permute(0, 2, 3, 1): the features of the heads interleaved instead of side by side."""
+
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.permute(0, 2, 3, 1).reshape(b, n, self.d_out)
+
+
+class HeadsMergedInterleavedTwice(Split):
+    """The same interleaving written as two transposes."""
+
+    def merge(self, t):
+        b, _, n, _ = t.shape
+        return t.transpose(1, 2).transpose(2, 3).reshape(b, n, self.d_out)
+
+
+class HeadDimFromDin(Split):
+    """head_dim = d_in // num_heads (d_in and d_out are equal in GPT-2, so the slip hides there)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.head_dim = d_in // num_heads
+
+
+class ValuesFromKeyLayer(Split):
+    """Copy-paste slip: values projected with W_key."""
+
+    def project(self, x):
+        return self.W_query(x), self.W_key(x), self.W_key(x)
+
+
+class MaskOverwrittenSplit(Split):
+    """self.mask = self.mask[:n, :n] in the split class (typical student slip)."""
+
+    def apply_mask(self, scores, n):
+        self.mask = self.mask[:n, :n]
+        return scores.masked_fill(self.mask, -torch.inf)
+
+
+class InplaceDropoutSplit(Split):
+    """nn.Dropout(inplace=True) right after the softmax."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.dropout = nn.Dropout(dropout, inplace=True)
+
+
+class HeadsConcatenatedReversed(Wrapper):
+    """Heads joined last-to-first (reversed(self.heads)), so the output columns are in the wrong order."""
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in reversed(self.heads)], dim=-1)
+
+
+class HeadsConcatenatedSliceReversed(Wrapper):
+    """The same with a [::-1] left over from debugging."""
+
+    def forward(self, x):
+        return torch.cat([head(x) for head in self.heads][::-1], dim=-1)
+
+
+class SdpaWithTorchMhaMaskSplit(Split):
+    """SDPA handed the class's own mask buffer (True = future): SDPA reads True as 'attend'."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = (self.split(t) for t in self.project(x))
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:n, :n],
+                                                 dropout_p=self.dropout.p if self.training else 0.0)
+        return self.output(self.merge(context))

@@ -305,6 +305,8 @@ def weights_from_scores(scores: torch.Tensor, r: Recipe = RIGHT, *, d_k: float, 
                "after_softmax": 1.0, "sqrt_d_out": math.sqrt(d_out), "sqrt_d_in": math.sqrt(d_in)}[r.scale]
     scaled = scores / divisor
     weights = torch.softmax(scaled, dim=r.softmax_dim)
+    if r.mask == "sdpa_inverted":  # SDPA (torch >= 2.5) gives 0, not NaN, for a row with every key hidden
+        weights = weights.nan_to_num(0.0)
     if r.scale == "after_softmax":
         weights = weights / math.sqrt(d_k)
     if mask is not None and r.mask_after is not None:
@@ -361,7 +363,8 @@ def variants(*names: str) -> list[tuple[str, Recipe]]:
         "mask": [("mask_after_softmax", Recipe(mask_after="zero")), ("mask_after_softmax", Recipe(mask_after="-inf")),
                  ("mask_missing", Recipe(mask="none")), ("mask_diagonal", Recipe(mask="diagonal")),
                  ("mask_leak", Recipe(mask="leak")), ("mask_past", Recipe(mask="past")),
-                 ("keep_mask", Recipe(mask="keep")), ("mask_zero_fill", Recipe(mask_fill="zero"))],
+                 ("keep_mask", Recipe(mask="keep")), ("sdpa_mask_inverted", Recipe(mask="sdpa_inverted")),
+                 ("mask_zero_fill", Recipe(mask_fill="zero"))],
         "projections": [("keys_values_from_query", Recipe(keys_from="query", values_from="query")),
                         ("keys_from_query", Recipe(keys_from="query")), ("values_from_query", Recipe(values_from="query")),
                         ("values_from_key", Recipe(values_from="key")), ("context_from_inputs", Recipe(values_from="input")),

@@ -354,7 +354,8 @@ def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable
             raise fail_with(check, "parameter_count", where, detail=f"your layer has {have:,} parameters; "
                             f"the chapter's class built with the same arguments has {want:,}.")
     module.eval()
-    probe_second_call(check, module, case.inputs, lambda x: compute(read(module, where, case), x),
+    weights = read(module, where, case)  # read before the calls: a forward may replace its own buffers
+    probe_second_call(check, module, case.inputs, lambda x: compute(weights, x),
                       case.context_length, where,
                       lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n))
     probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
