@@ -38,6 +38,8 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_softmax, b.softmax_dim0, {"bug": "softmax_over_queries"}),
         (cu.checks.check_softmax, b.softmax_no_keepdim, {"bug": "softmax_no_keepdim"}),
         (cu.checks.check_softmax, b.softmax_global_max, {"bug": "softmax_global_max"}),
+        (cu.checks.check_attention_scores, b.scores_list, {"bug": "not_a_tensor"}),
+        (cu.checks.check_attention_weights, b.weights_numpy, {"bug": "not_a_tensor"}),
         (cu.checks.check_softmax, b.softmax_global_amax, {"bug": "softmax_global_max"}),
         (cu.checks.check_attention_weights, b.weights_raw, {"bug": "raw_scores_as_weights"}),
         (cu.checks.check_attention_weights, b.weights_columns, {"bug": "softmax_over_queries"}),

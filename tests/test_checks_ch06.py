@@ -99,6 +99,9 @@ def test_right_copy_and_mask_pass(copy, mask, capsys):
         (b.copy_right, b.mask_diagonal_masked, {"bug": "mask_diagonal"}),
         (b.copy_right, b.mask_float_ones, {"bug": "float_mask_ones"}),
         (b.copy_right, b.mask_list, {"bug": "not_a_tensor"}),
+        (b.copy_right, b.mask_numpy, {"bug": "not_a_tensor"}),
+        (b.copy_out_proj_by_assignment, b.mask_right, {"bug": "shared_parameter"}),
+        (b.copy_bias_data_shared, b.mask_right, {"bug": "shared_parameter"}),
     ],
 )
 def test_each_copy_or_mask_bug_is_named(copy, mask, expect):

@@ -29,6 +29,8 @@ def test_right_answer_passes(capsys):
         (b.running_sums_on_cpu, {"bug": "cpu_tensor_in_forward"}),
         (b.output_width_of_q, {"diagnosis": "expected shape (16, 5)"}),
         (b.returns_list, {"bug": "not_a_tensor"}),
+        (b.returns_numpy, {"bug": "not_a_tensor"}),
+        (b.sdpa_with_explicit_mask, {"bug": "blockwise_uses_sdpa"}),
         (b.stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
 )

@@ -105,3 +105,18 @@ def softmax_global_amax(x):
     """The same slip with amax() and no dim (a tutorial's 1-d softmax reused on a matrix)."""
     e = (x - x.amax()).exp()
     return e / e.sum(dim=-1, keepdim=True)
+
+
+def scores_list(query, inputs):
+    """The book's loop without the final torch.stack / torch.tensor: a Python list of 0-d tensors."""
+    return [torch.dot(x_i, query) for x_i in inputs]
+
+
+def weights_numpy(inputs):
+    """Computed with NumPy (a NumPy tutorial's softmax): an ndarray comes back."""
+    scores = (inputs @ inputs.T).numpy()
+    e = (scores - scores.max(axis=-1, keepdims=True))
+    import numpy as np
+
+    e = np.exp(e)
+    return e / e.sum(axis=-1, keepdims=True)

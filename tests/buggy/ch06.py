@@ -389,3 +389,23 @@ class TinyGPTStub(nn.Module):
     def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
         super().__init__()
         raise NotImplementedError()
+
+
+def copy_out_proj_by_assignment(ours, theirs):
+    """Assigns our out_proj Parameters to theirs (seen in weight-porting scripts): both models now share them."""
+    copy_right(ours, theirs)
+    theirs.out_proj.weight = ours.out_proj.weight
+    theirs.out_proj.bias = ours.out_proj.bias
+
+
+def copy_bias_data_shared(ours, theirs):
+    """nn.Parameter(ours.out_proj.bias.data): a new Parameter over the same memory, so training one changes both."""
+    copy_right(ours, theirs)
+    theirs.out_proj.bias = nn.Parameter(ours.out_proj.bias.data)
+
+
+def mask_numpy(n):
+    """numpy's triu (from a NumPy tutorial): an ndarray, not a tensor."""
+    import numpy as np
+
+    return np.triu(np.ones((n, n), dtype=bool), k=1)
