@@ -110,3 +110,38 @@ def test_lazy_submodules_and_unknown_attribute():
     assert cu.checks.CheckFailure.__mro__[1] is AssertionError
     with pytest.raises(AttributeError, match="no attribute 'nonsense'"):
         cu.nonsense  # noqa: B018
+
+
+# --------------------------------------------------------------------------- golden messages
+def test_golden_file_renders_the_whole_catalogue():
+    """tests/golden/check_messages.txt holds every mistake's id, diagnosis and hint (all chapters)."""
+    from tools.render_check_messages import GOLDEN, render_catalogue
+
+    fresh = render_catalogue()
+    stored = GOLDEN.read_text(encoding="utf-8") if GOLDEN.exists() else ""
+    assert stored == fresh, (
+        "a mistake's message changed (or one was added or removed): review the difference, then "
+        "regenerate the golden file with `python -m tools.render_check_messages`")
+
+
+def test_golden_file_names_every_mistake_once():
+    from course_utils.checks.mistakes import MISTAKES
+    from tools.render_check_messages import GOLDEN
+
+    ids = [line[3:] for line in GOLDEN.read_text(encoding="utf-8").splitlines() if line.startswith("== ")]
+    assert ids == sorted(MISTAKES) and len(ids) == len(set(ids))
+
+
+def test_readme_example_is_what_the_check_prints():
+    """The README's example failure (the text block under "## Chapters") is a real check's output."""
+    from pathlib import Path
+
+    from tools.render_check_messages import readme_example
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    chapters = readme[readme.index("## Chapters"):]
+    start = chapters.index("```text\n") + len("```text\n")
+    block = chapters[start:chapters.index("```", start)]
+    assert block.strip() == readme_example().strip(), (
+        "the README's example failure message is stale: paste the output of "
+        "`python -m tools.render_check_messages --readme` into it")
