@@ -1,10 +1,12 @@
-"""Chapter 07's variants and the benchmark (course_utils.bench, tools/bench.py): every variant
+"""Chapter 07's variants, its measuring tools (course_utils.bench) and the sweep of `make bench`
+(tools/bench.py): every variant
 equals the reference, a wrong one is caught with the same verdict on every torch version and
 never timed, FLOPs counted from the shapes match PyTorch's own count, measuring and results
 behave, bad input gets clear errors. No timing is compared with another."""
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import math
 import warnings
@@ -23,11 +25,11 @@ CPU_VARIANTS = [name for name in chapters.VARIANTS if name != "flex"]
 HAS_FLEX = importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
 
 
-def tiny_config(**changes) -> bench.BenchConfig:
+def tiny_config(**changes) -> cli.BenchConfig:
     base = dict(seq_lens=(8, 16), d_model=D, num_heads=HEADS, warmup=0, min_run_time=0.01, min_runs=2,
                 device="cpu", variants=("split", "sdpa_causal"), memory=False)
     base.update(changes)
-    return bench.BenchConfig(**base)
+    return cli.BenchConfig(**base)
 
 
 @pytest.fixture(params=[False, True], ids=["no-qkv-bias", "qkv-bias"])
@@ -44,12 +46,12 @@ def test_the_chapter_exports_eight_variants_and_a_byte_model_for_each():
     assert list(chapters.VARIANTS) == ["wrapper", "split", "fused_qkv", "einsum", "sdpa_causal", "sdpa_mask",
                                        "torch_mha", "flex"]
     assert set(chapters.SCORE_PASSES) == set(chapters.VARIANTS)
-    assert bench.DEFAULT_VARIANTS == tuple(chapters.VARIANTS)
+    assert cli.DEFAULT_VARIANTS == tuple(chapters.VARIANTS)
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)
 def test_every_variant_matches_the_reference(reference, name):
-    result = bench.check_variant(bench.BUILDERS[name](reference), reference, inputs())
+    result = bench.check_variant(cli.BUILDERS[name](reference), reference, inputs())
     assert result.ok, result.detail
     assert result.error < 1e-5 and result.verdict == "matches the reference"
 
@@ -77,9 +79,9 @@ def test_flex_variant_matches_the_reference_unfused(reference):
 
 def test_flex_needs_torch_2_5(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.1+cu121")
-    assert "2.5" in bench.flex_unavailable_reason("cpu")
+    assert "2.5" in cli.flex_unavailable_reason("cpu")
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    assert bench.flex_unavailable_reason("cpu") is None and bench.flex_unavailable_reason("cuda") is None
+    assert cli.flex_unavailable_reason("cpu") is None and cli.flex_unavailable_reason("cuda") is None
 
 
 def test_torch_mha_needs_square_weights():
@@ -88,7 +90,7 @@ def test_torch_mha_needs_square_weights():
         chapters.TorchMHAAttention(ref)
     x = torch.randn(2, 6, 16)  # every other variant copes with d_in != d_out
     for name in ("wrapper", "split", "fused_qkv", "einsum", "sdpa_causal", "sdpa_mask"):
-        assert bench.check_variant(bench.BUILDERS[name](ref), ref, x).ok, name
+        assert bench.check_variant(cli.BUILDERS[name](ref), ref, x).ok, name
 
 
 # ----------------------------------------------------------------------------- wrong variants
@@ -130,7 +132,7 @@ def test_wrong_variant_is_reported_and_never_timed(monkeypatch):
         return original(fn, *args, **kwargs)
 
     monkeypatch.setattr(bench, "measure_time", spy)
-    rows = bench.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask", "sdpa_mask")))
+    rows = cli.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask", "sdpa_mask")))
     assert len(rows) == 2 * 2 * 3  # lengths x modes x variants
     wrong = [r for r in rows if r.variant == "sdpa_inverted_mask"]
     assert all(r.status == "wrong" and math.isnan(r.median_ms) and r.runs == 0 for r in wrong)
@@ -149,22 +151,22 @@ def test_a_custom_wrong_variant_is_caught(monkeypatch):
             scores = (q @ k.transpose(-2, -1)).masked_fill(self.mask[:n, :n], -torch.inf)
             return torch.softmax(scores, dim=-1) @ v
 
-    monkeypatch.setitem(bench.BUILDERS, "no_scale", NoScale)
-    rows = bench.run_benchmark(tiny_config(variants=("no_scale", "split")))
+    monkeypatch.setitem(cli.BUILDERS, "no_scale", NoScale)
+    rows = cli.run_benchmark(tiny_config(variants=("no_scale", "split")))
     assert {r.status for r in rows if r.variant == "no_scale"} == {"wrong"}
     assert {r.status for r in rows if r.variant == "split"} == {"ok"}
 
 
 def test_unavailable_variant_is_reported_not_run(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.0")  # the same outcome on every installed torch
-    rows = bench.run_benchmark(tiny_config(variants=("flex", "split"), seq_lens=(8,)))
+    rows = cli.run_benchmark(tiny_config(variants=("flex", "split"), seq_lens=(8,)))
     flex = [r for r in rows if r.variant == "flex"]
     assert [r.status for r in flex] == ["unavailable", "unavailable"]
     assert "torch 2.5" in flex[0].note
 
 
 def test_bfloat16_run_passes_its_looser_check():
-    rows = bench.run_benchmark(tiny_config(dtype="bfloat16", seq_lens=(16,)))
+    rows = cli.run_benchmark(tiny_config(dtype="bfloat16", seq_lens=(16,)))
     assert {r.status for r in rows} == {"ok"} and all(r.dtype == "bfloat16" for r in rows)
 
 
@@ -189,7 +191,7 @@ def test_byte_model_charges_the_naive_score_path():
 
 def test_rows_carry_flops_rates_bytes_and_share_of_peak():
     ceilings = bench.Ceilings(100.0, 10.0, "cpu", 1)
-    rows = bench.run_benchmark(tiny_config(seq_lens=(16,)), ceilings=ceilings)
+    rows = cli.run_benchmark(tiny_config(seq_lens=(16,)), ceilings=ceilings)
     fwd = next(r for r in rows if r.variant == "split" and r.mode == "forward")
     bwd = next(r for r in rows if r.variant == "split" and r.mode == "forward+backward")
     assert fwd.gflop == pytest.approx(sum(chapters.attention_flops(1, 16, D, D)) / 1e9)
@@ -264,9 +266,9 @@ def test_peak_memory_sees_the_score_matrix():
 
 
 def test_out_of_memory_is_recognised():
-    assert bench._is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
-    assert bench._is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate"))
-    assert not bench._is_oom(RuntimeError("shape mismatch"))
+    assert cli._is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert cli._is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate"))
+    assert not cli._is_oom(RuntimeError("shape mismatch"))
 
 
 def test_ceilings_are_measured():
@@ -275,40 +277,40 @@ def test_ceilings_are_measured():
 
 
 # ----------------------------------------------------------------------------- results
-def test_csv_round_trip_tables_and_plots(tmp_path):
-    rows = bench.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask"), seq_lens=(8,), memory=True),
-                               ceilings=bench.Ceilings(50.0, 5.0, "cpu", 1))
+def test_csv_columns_tables_and_plots(tmp_path):
+    ceilings = bench.Ceilings(50.0, 5.0, "cpu", 1)
+    rows = cli.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask"), seq_lens=(8,), memory=True),
+                             ceilings=ceilings)
     path = cli.write_csv(rows, tmp_path / "sub" / "bench.csv")
-    back = cli.read_csv(path)
-    assert [(r.variant, r.mode, r.status) for r in back] == [(r.variant, r.mode, r.status) for r in rows]
-    assert back[0].median_ms == pytest.approx(rows[0].median_ms) and math.isnan(back[-1].median_ms)
-    table = cli.markdown_table(back, "forward")
+    with path.open(newline="") as f:
+        back = list(csv.DictReader(f))
+    for column in ("variant", "mode", "seq_len", "status", "median_ms", "iqr_ms", "peak_mib", "gflop", "gflops",
+                   "mbytes", "score_mbytes", "intensity", "share_of_peak", "peak_gflops", "copy_gbs", "check_error",
+                   "device_name", "threads", "torch_version", "note"):
+        assert column in back[0], column
+    assert [(r["variant"], r["mode"], r["status"]) for r in back] == [(r.variant, r.mode, r.status) for r in rows]
+    assert float(back[0]["median_ms"]) == pytest.approx(rows[0].median_ms)
+    assert back[-1]["median_ms"] == "nan" and float(back[-1]["gflop"]) > 0  # wrong: counted, never timed
+    table = cli.markdown_table(rows, "forward")
     assert "n=8" in table and "wrong" in table
-    assert cli.markdown_report(back).count("| variant |") >= 8  # 2 modes x (time, spread, memory, rate...)
+    assert "wrong" not in cli.markdown_table(rows, "forward", "gflop")  # counted from the shapes: always shown
+    assert cli.markdown_report(rows).count("| variant |") >= 12  # 2 modes x (time, spread, memory, rate...)
     with pytest.raises(CourseInputError, match="metric"):
-        cli.markdown_table(back, "forward", metric="speed")
-    assert len(cli.plot_results(back).axes) == 4  # time and memory, for each of the two modes
-    roofline = bench.plot_roofline(back)
+        cli.markdown_table(rows, "forward", metric="speed")
+    assert len(cli.plot_results(rows).axes) == 4  # time and memory, for each of the two modes
+    points = cli.roofline_points(rows)
+    assert [(p.variant, p.seq_len) for p in points] == [("split", 8)]  # forward, timed, with a byte model
+    roofline = bench.plot_roofline(points, ceilings)
     assert roofline.axes[0].get_xscale() == "log" and len(roofline.axes[0].lines) >= 2  # roof + split
 
 
-def test_read_csv_errors(tmp_path):
-    with pytest.raises(CourseInputError, match="make bench"):
-        cli.read_csv(tmp_path / "missing.csv")
-    bad = tmp_path / "bad.csv"
-    bad.write_text("a,b\n1,2\n")
-    with pytest.raises(CourseInputError, match="missing"):
-        cli.read_csv(bad)
-    garbled = tmp_path / "garbled.csv"
-    garbled.write_text("variant,mode,seq_len,status,median_ms\nsplit,forward,many,ok,1.0\n")
-    with pytest.raises(CourseInputError, match="line 2"):
-        cli.read_csv(garbled)
-
-
-def test_plots_reject_empty_rows():
-    for plot in (cli.plot_results, bench.plot_roofline):
-        with pytest.raises(CourseInputError, match="empty"):
-            plot([])
+def test_plots_reject_empty_rows_and_missing_ceilings():
+    with pytest.raises(CourseInputError, match="empty"):
+        cli.plot_results([])
+    with pytest.raises(CourseInputError, match="empty"):
+        bench.plot_roofline([], bench.Ceilings(1.0, 1.0, "cpu", 1))
+    with pytest.raises(CourseInputError, match="measure_ceilings"):
+        bench.plot_roofline([bench.RooflinePoint("split", 8, 2.0, 1.0)], None)
 
 
 def test_command_line_writes_csv_plots_and_tables(tmp_path, capsys, monkeypatch):
@@ -351,7 +353,7 @@ def test_full_config_reaches_long_sequences():
 ])
 def test_bad_config_gets_a_clear_error(changes, message):
     with pytest.raises(CourseInputError, match=message):
-        bench.run_benchmark(tiny_config(**changes))
+        cli.run_benchmark(tiny_config(**changes))
 
 
 def test_bad_arguments_to_helpers():
