@@ -51,9 +51,8 @@ def _rasterise(text: Text, renderer) -> tuple[int, int, np.ndarray] | None:
     """Draw ``text`` alone on a transparent canvas of the figure's size and cut out its pixels."""
     width, height = int(renderer.width), int(renderer.height)
     if not _scratch or (_scratch[0].width, _scratch[0].height, _scratch[0].dpi) != (width, height, renderer.dpi):
-        _scratch[:] = [RendererAgg(width, height, renderer.dpi)]
+        _scratch[:] = [RendererAgg(width, height, renderer.dpi)]  # transparent
     scratch = _scratch[0]
-    scratch.clear()
     clip = text.get_clip_on()
     text.set_clip_on(False)  # clipping is applied when the sprite is pasted, at its place then
     try:
@@ -62,13 +61,15 @@ def _rasterise(text: Text, renderer) -> tuple[int, int, np.ndarray] | None:
     finally:
         text.set_clip_on(clip)
     if not (np.isfinite(box.extents).all()):
+        scratch.clear()
         return None
+    buffer = np.asarray(scratch.buffer_rgba())  # (height, width, 4), top row first
     x0, x1 = max(math.floor(box.x0) - 3, 0), min(math.ceil(box.x1) + 3, width)
     r0, r1 = max(math.floor(height - box.y1) - 3, 0), min(math.ceil(height - box.y0) + 3, height)
+    pixels = buffer[r1 - 1:r0 - 1 if r0 else None:-1, x0:x1].copy()  # bottom row first, as draw_image takes it
+    buffer[max(r0 - 8, 0):r1 + 8, max(x0 - 8, 0):x1 + 8] = 0  # transparent again, cheaper than clear()
     if x0 >= x1 or r0 >= r1:
         return None
-    pixels = np.asarray(scratch.buffer_rgba())[r1 - 1:r0 - 1 if r0 else None:-1, x0:x1].copy()  # (h, w, 4)
-    # bottom row first, as RendererAgg.draw_image takes it
     x, y = _anchor(text)
     return x0 - round(x), (height - r1) - round(y), pixels
 

@@ -393,17 +393,26 @@ class Explorer:
         self.update(view=view)
 
     def update(self, change=None, view: Any = None) -> None:
-        """Compute for the controls' values, update the figure, send the new PNG."""
-        if view is None:
-            try:
-                view = self.compute(**{name: c.value for name, c in self.controls.items()})
-            except CourseInputError as error:  # e.g. the text box was emptied
-                self.error = str(error)
-                self.message.value = f"<b>{html.escape(self.error)}</b>"
-                return
-        self.error, self.message.value, self.view = None, "", view
-        self.draw(self.figure, view)
-        self.png = render_png(self.figure)
+        """Compute for the controls' values, update the figure, send the new PNG.
+
+        PyTorch runs on one thread meanwhile: an explorer's tensors are tiny, and waking a
+        thread pool on a busy machine can cost more than the work (measured: 16 ms stalls).
+        """
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            if view is None:
+                try:
+                    view = self.compute(**{name: c.value for name, c in self.controls.items()})
+                except CourseInputError as error:  # e.g. the text box was emptied
+                    self.error = str(error)
+                    self.message.value = f"<b>{html.escape(self.error)}</b>"
+                    return
+            self.error, self.message.value, self.view = None, "", view
+            self.draw(self.figure, view)
+            self.png = render_png(self.figure)
+        finally:
+            torch.set_num_threads(threads)
         self.image.value = self.png
 
     def _ipython_display_(self) -> None:

@@ -146,3 +146,73 @@ def test_heads_grid_own_scales_and_titles():
 def test_heads_grid_rejects_bad_input_clearly(call, message):
     with pytest.raises(cu.CourseInputError, match=message):
         call()
+
+
+# ----------------------------------------------------------------------------- live frames (course_utils/_render.py)
+def _texts_figure(animated: bool):
+    fig = cu.plotting.new_figure((3.0, 2.0))
+    fig.set_dpi(100)
+    ax = fig.add_subplot()
+    ax.set_xlim(-0.5, 2.5)
+    ax.set_ylim(-0.5, 1.5)
+    for i, value in enumerate(["0.25", "-inf", "1.00"]):
+        ax.text(i, 0, value, ha="center", va="center", fontsize=8, animated=animated, color="black")
+        ax.text(i, 1, f"head {i}", ha="left", va="bottom", fontsize=9, animated=animated, color="#D55E00")
+    ax.set_title("title", animated=animated)
+    ax.annotate("arrow", (0.2, 0.2), xytext=(10, 10), textcoords="offset points", animated=animated,
+                arrowprops={"arrowstyle": "-"})
+    return fig
+
+
+def _pixels(png: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+
+
+def test_live_frame_texts_match_matplotlibs_own_drawing():
+    """Texts pasted from the sprite cache look like matplotlib's drawing of them (fresh and cached)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from course_utils import _render
+
+    reference = FigureCanvasAgg(_texts_figure(animated=False))
+    reference.draw()
+    expected = np.asarray(reference.buffer_rgba())[..., :3].astype(int)
+    _render._sprites.clear()
+    fig = _texts_figure(animated=True)
+    first, again = _pixels(_render.render_png(fig)), _pixels(_render.render_png(fig))
+    assert len(_render._sprites) == 8  # every string rasterised once, then reused
+    for frame in (first, again):
+        assert frame.shape == expected.shape
+        assert np.abs(frame - expected).max() <= 3  # compositing rounds differently, nothing more
+
+
+def test_live_frame_png_is_exact_and_the_sprite_cache_is_bounded(monkeypatch):
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from course_utils import _render
+
+    canvas = FigureCanvasAgg(_texts_figure(animated=False))
+    canvas.draw()
+    assert np.array_equal(_pixels(_render.encode_png(canvas.buffer_rgba())),
+                          np.asarray(canvas.buffer_rgba())[..., :3])
+    monkeypatch.setattr(_render, "MAX_SPRITES", 3)
+    _render._sprites.clear()
+    _render.render_png(_texts_figure(animated=True))
+    assert len(_render._sprites) <= 3
+
+
+def test_heat_masked_cells_are_opaque_so_a_redraw_covers_the_old_frame():
+    from course_utils.plotting import Heat
+
+    fig = cu.plotting.new_figure((2.0, 2.0))
+    heat = Heat(fig.add_subplot(), torch.tensor([[1.0, float("-inf")], [0.5, 0.2]]), vmin=0, vmax=1, annotate=True)
+    assert heat.image.get_cmap().get_bad()[3] == 1.0
+    assert [t.get_text() for t in heat.texts] == ["1.00", "-inf", "0.50", "0.20"]
+    assert heat.texts[0].get_color() == "black" and heat.texts[3].get_color() == "white"

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 import course_utils as cu
 from course_utils import plotting as P
 from course_utils import widgets as W
+from tools import bench_explorers as bench
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -192,14 +193,10 @@ def test_live_explorer_layout_is_controls_then_one_output(live):
 
 
 # ----------------------------------------------------------------------------- static fallback
-EXPLORERS = [W.query_explorer, W.scaling_explorer, W.mask_explorer, W.dropout_explorer, W.head_explorer,
-             W.memory_explorer]
-
-
-@pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda f: f.__name__)
-def test_static_mode_shows_one_figure_and_the_note(explorer, shown, monkeypatch, capsys):
+@pytest.mark.parametrize("name", bench.explorer_names())
+def test_static_mode_shows_one_figure_and_the_note(name, shown, monkeypatch, capsys):
     monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
-    assert explorer() is None
+    assert getattr(W, name)(*bench.EXAMPLE_ARGUMENTS.get(name, tuple)()) is None
     assert len(shown) == 1 and isinstance(shown[0], Figure)
     assert capsys.readouterr().out == P.STATIC_NOTE + "\n"
 
@@ -260,20 +257,38 @@ def test_explorers_reject_bad_arguments_clearly(call, message, shown, monkeypatc
 
 
 # ----------------------------------------------------------------------------- speed, by construction
-MOVES = [(W.query_explorer, "query", 4), (W.scaling_explorer, "d_k", 300), (W.mask_explorer, "mode", "no mask"),
-         (W.dropout_explorer, "p", 0.3), (W.head_explorer, "head", 3), (W.memory_explorer, "batch", 8)]
-
-
-@pytest.mark.parametrize(("explorer", "name", "value"), MOVES, ids=lambda x: getattr(x, "__name__", str(x)))
-def test_a_control_change_redraws_only_what_changes(explorer, name, value, live, monkeypatch):
-    """Moving a control updates animated artists over the kept background: no full figure draw."""
+@pytest.mark.parametrize("name", bench.explorer_names())
+def test_every_explorer_redraws_only_what_changes(name, monkeypatch):
+    """Moving any control of any explorer (later chapters' too, found by name) updates animated
+    artists over the kept background: no full figure draw, and PyTorch's threads are given back."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    found = live(explorer)
+    pytest.importorskip("ipywidgets")
+    threads = torch.get_num_threads()
+    found = bench.start(name)
+    changes = bench.moves(found)
+    assert changes, f"{name} has no slider or drop-down"
     full_draws = []
     original = FigureCanvasAgg.draw
     monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas)))
-    before = found.png
-    found.controls[name].value = value
-    assert found.error is None and found.png != before
+    for control, attribute, value in changes[:3]:
+        before = found.png
+        setattr(found.controls[control], attribute, value)
+        assert found.error is None and found.png != before, f"{control} -> {value!r} drew nothing new"
     assert full_draws == [], "a non-animated artist changed, so the whole figure was drawn again"
+    assert torch.get_num_threads() == threads
+
+
+def test_bench_explorers_times_one_explorer(capsys):
+    """tools/bench_explorers on the memory explorer: every control moved and back, numbers, one table row."""
+    explorer = bench.start("memory_explorer")
+    changes = bench.moves(explorer)
+    assert {control for control, _, _ in changes} == {"n", "heads", "batch", "dtype"}
+    assert changes[-1] == ("dtype", "index", explorer.controls["dtype"].index)  # back where it started
+    timing = bench.time_explorer("memory_explorer", runs=1)
+    assert timing.changes == len(changes) and 0 < timing.p10 <= timing.median <= timing.p90
+    assert timing.best_pass > 0 and timing.cold > 0
+    assert bench.chapter_of("memory_explorer") == "07" and bench.chapter_of("head_explorer") == "05, 06"
+    assert bench.main(["--runs", "1", "--names", "memory_explorer"]) == 0
+    out = capsys.readouterr().out
+    assert "load average" in out and "memory_explorer" in out and "median" in out

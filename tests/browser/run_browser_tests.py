@@ -21,17 +21,21 @@ For each notebook it asserts:
   place") with a stub in that cell or an earlier one. Cells after it are not run in the exercise;
   the solution notebook, which must run completely, covers them.
 * **Every figure loaded.** Every ``<img>`` of the rendered markdown that is served by the lab
-  itself (``../figures/x.png`` and any other local picture) has ``naturalWidth > 0``, and the
-  number of rendered ``figures/`` pictures equals the number of ``figures/`` references in the
-  notebook's markdown. External pictures (the Colab badge) are skipped: the browser is offline.
+  itself (``../figures/x.png`` and any other local picture) or embedded in the notebook (a cell
+  attachment, ``![alt](attachment:x.png)``, which JupyterLab shows as a ``data:`` picture) has
+  ``naturalWidth > 0``, and the number of rendered figures equals the number of ``figures/`` and
+  ``attachment:`` references in the notebook's markdown. External pictures (the Colab badge) are
+  skipped: the browser is offline.
 * **Every widget rendered.** No output shows a widget's text fallback (``VBox(children=(...``:
   the ipywidgets lab extension did not load), no "Error displaying widget", no view stuck on
   "Loading widget...", and every executed explorer cell (tag ``explorer`` or a call to
   ``*_explorer(``) shows a widget view.
-* **Every explorer is live.** An explorer is a widget view with an ``Output`` in it; each of its
-  sliders, dropdowns, checkboxes, toggle buttons and radio buttons is moved once, and the plot
-  (the pictures inside its ``Output``) must be redrawn to a different, fully loaded picture.
-  Text boxes are left alone (no generic value to type) and reported as skipped.
+* **Every explorer is live.** An explorer is a widget view with an ``Image`` or an ``Output`` in
+  it; each of its sliders, dropdowns, checkboxes, toggle buttons and radio buttons is moved once,
+  and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
+  are left alone (no generic value to type) and reported as skipped. The time from each move to
+  the new picture on screen (browser -> kernel -> compute, draw, PNG -> browser) is reported per
+  explorer, not asserted: it depends on the machine and its load.
 
 One screenshot per notebook goes to ``results/browser/`` (the first explorer after its controls
 were moved, else the top of the notebook). The server runs on a copy of the course in a
@@ -50,6 +54,7 @@ import secrets
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -108,6 +113,7 @@ class NotebookReport:
     controls_moved: int = 0
     saved: object | None = field(default=None, repr=False)  # the notebook as saved after the run
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # explorer -> ms from a move to its picture
 
     def lap(self, phase: str, since: list[float]) -> None:
         now = time.monotonic()
@@ -126,7 +132,13 @@ class NotebookReport:
             lines.append(f"    screenshot: {self.screenshot}")
         if self.timings:
             lines.append("    seconds: " + ", ".join(f"{k} {v}" for k, v in self.timings.items()))
+        lines += [f"    latency: {line}" for line in self.latency_lines()]
         return "\n".join(lines)
+
+    def latency_lines(self) -> list[str]:
+        """One line per explorer: the median and each move's time from the control to the new picture."""
+        return [f"{name}: median {statistics.median(ms):.0f} ms over {len(ms)} moves "
+                f"({', '.join(f'{m:.0f}' for m in ms)})" for name, ms in self.latencies.items() if ms]
 
 
 def strip_ansi(text: str) -> str:
@@ -182,13 +194,13 @@ def execution_problems(nb, exercise: bool) -> tuple[list[str], list[str]]:
 
 
 def figure_references(nb) -> list[str]:
-    """Local picture references of the notebook's markdown that point into figures/."""
+    """Picture references of the notebook's markdown that point into figures/ or to a cell attachment."""
     refs = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         for ref in MARKDOWN_IMAGE.findall(cell.source) + HTML_IMAGE.findall(cell.source):
-            if "figures/" in ref and not re.match(r"^[a-z]+:", ref):
+            if ref.startswith("attachment:") or ("figures/" in ref and not re.match(r"^[a-z]+:", ref)):
                 refs.append(ref)
     return refs
 
@@ -318,9 +330,12 @@ JS_PROMPTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .
     .map(e => e.textContent.trim())"""
 JS_KERNEL_STATUS = """() => [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent.trim())
     .filter(t => / \\| \\w+$/.test(t))"""
-JS_IMAGES = """() => [...document.querySelectorAll('.jp-Notebook .jp-MarkdownOutput img')].map(img => ({
-    src: img.getAttribute('src') || '', local: new URL(img.src, location.href).origin === location.origin,
-    complete: img.complete, width: img.naturalWidth}))"""
+JS_IMAGES = """() => [...document.querySelectorAll('.jp-Notebook .jp-MarkdownOutput img')].map(img => {
+    const src = img.getAttribute('src') || '', url = new URL(img.src, location.href);
+    const embedded = ['data:', 'blob:', 'attachment:'].includes(url.protocol);
+    return {src: src, local: embedded || url.origin === location.origin, embedded: embedded,
+            complete: img.complete, width: img.naturalWidth};
+})"""
 JS_CELLS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map(cell => {
     const outs = [...cell.querySelectorAll('.jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output')];
     return {code: cell.classList.contains('jp-CodeCell'), outputs: outs.map(o => ({
@@ -328,7 +343,7 @@ JS_CELLS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map(
         widget: !!o.querySelector('.jupyter-widgets')}))};
 })"""
 JS_PLOT = """el => {
-    const imgs = [...el.querySelectorAll('.widget-output img')];
+    const imgs = [...el.querySelectorAll('.widget-output img, img.widget-image')];
     let h = 2166136261 >>> 0;
     const s = imgs.map(i => i.getAttribute('src') || '').join('|');
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619) >>> 0; }
@@ -345,6 +360,9 @@ CONTROLS = (
     ("radio buttons", ".widget-radio-box"),
 )
 SKIPPED_CONTROLS = ".widget-text input, .widget-textarea textarea, .widget-combobox input"
+PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image"
+JS_EXPLORER_NAME = """e => { const cell = e.closest('.jp-Cell'); const code = cell && cell.querySelector('.jp-InputArea');
+    const m = code ? (code.innerText || '').match(/(\\w+_explorer)\\s*\\(/) : null; return m ? m[1] : ''; }"""
 
 
 class Timeout(Exception):
@@ -614,7 +632,7 @@ class BrowserLab:
         for img in local:
             if not img["complete"] or img["width"] == 0:
                 report.problems.append(f"picture did not load: {_short_src(img['src'])}")
-        rendered = [i for i in local if "/figures/" in i["src"]]
+        rendered = [i for i in local if "/figures/" in i["src"] or i["embedded"]]
         refs = figure_references(nb)
         report.figures = len(rendered)
         if len(rendered) != len(refs):
@@ -655,13 +673,17 @@ class BrowserLab:
 
     def _check_explorers(self, page, report: NotebookReport, redraw_timeout: float) -> None:
         explorers = page.locator(".jp-Notebook .jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output"
-                                 ).filter(has=page.locator(".jupyter-widgets .widget-output"))
+                                 ).filter(has=page.locator(PLOT_WIDGETS))
         first = None
         for number in range(explorers.count()):
             explorer = explorers.nth(number)
             report.explorers += 1
             first = first or explorer
             where = f"explorer {number + 1}"
+            name = ""
+            with contextlib.suppress(Exception):
+                name = explorer.evaluate(JS_EXPLORER_NAME)
+            latencies = report.latencies.setdefault(f"{where} {name}".strip(), [])
             explorer.scroll_into_view_if_needed()
             try:
                 before = poll(lambda e=explorer: _plot_ready(e), self.wait, what=f"{where}'s first plot")
@@ -674,14 +696,19 @@ class BrowserLab:
                 for i in range(controls.count()):
                     control = controls.nth(i)
                     label = _control_label(control) or f"{kind} {i + 1}"
+                    control.scroll_into_view_if_needed()
+                    moved_at = time.monotonic()
                     if not _move(page, kind, control):
                         report.notes.append(f"{where}: {kind} {label!r} has a single value; not moved")
                         continue
                     moved_any = True
                     report.controls_moved += 1
                     try:
+                        poll(lambda e=explorer, b=before: _plot_changed(e, b["key"]), redraw_timeout, interval=0.02,
+                             what=f"{where}'s plot to change")
+                        latencies.append((time.monotonic() - moved_at) * 1000)
                         before = poll(lambda e=explorer, b=before: _plot_ready(e, b["key"]), redraw_timeout,
-                                      what=f"{where}'s plot to change")
+                                      what=f"{where}'s plot to settle")
                     except Timeout:
                         report.problems.append(f"{where}: moving {kind} {label!r} did not change the plot")
             if not moved_any:
@@ -705,6 +732,12 @@ def _read_complete(path: Path):
 
 def _short_src(src: str) -> str:
     return urllib.parse.unquote(src.split("?")[0].split("/files/", 1)[-1])
+
+
+def _plot_changed(explorer, old_key: str) -> bool:
+    """True as soon as the plot shows a different picture and every picture has loaded."""
+    now = explorer.evaluate(JS_PLOT)
+    return bool(now["n"] and now["loaded"] and now["key"] != old_key)
 
 
 def _plot_ready(explorer, old_key: str | None = None):

@@ -6,6 +6,7 @@ under ``make test`` they are skipped and only the pure-Python checks of the harn
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 import time
@@ -22,7 +23,7 @@ browser_only = pytest.mark.skipif(not BROWSER, reason="needs Chromium: run `make
 
 
 # ----------------------------------------------------------------------------- a tiny course
-def tiny_png(path: Path, size: int = 8) -> None:
+def tiny_png(path: Path, size: int = 8) -> Path:
     """A small valid grey PNG, written without any imaging library."""
     raw = b"".join(b"\x00" + b"\x80" * size for _ in range(size))
 
@@ -32,11 +33,14 @@ def tiny_png(path: Path, size: int = 8) -> None:
     header = struct.pack(">IIBBBBB", size, size, 8, 0, 0, 0, 0)
     path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw))
                      + chunk(b"IEND", b""))
+    return path
 
 
 SELFTEST_CELLS = [
     ("markdown", [], "# 00 · Browser self-test\n\n![a good figure](../figures/selftest_ok.png)\n\n"
-                     "![a broken figure](../figures/selftest_missing.png)"),
+                     "![a broken figure](../figures/selftest_missing.png)\n\n"
+                     "![an embedded figure](attachment:selftest_embedded.png)\n\n"
+                     "![a missing attachment](attachment:selftest_gone.png)"),
     ("code", [], "import ipywidgets as widgets\nimport matplotlib.pyplot as plt\n\n\n"
                  "def draw(scale, kind):\n    fig, ax = plt.subplots(figsize=(3, 2))\n    xs = list(range(6))\n"
                  "    (ax.plot if kind == 'line' else ax.bar)(xs, [scale * x for x in xs])\n    plt.show()"),
@@ -56,10 +60,13 @@ def make_tiny_course(root: Path) -> Path:
     (root / "figures").mkdir(parents=True)
     (root / "notebooks").mkdir()
     tiny_png(root / "figures" / "selftest_ok.png")
+    embedded = base64.b64encode(tiny_png(root / "embedded.png").read_bytes()).decode()
+    (root / "embedded.png").unlink()  # only the notebook holds it
     nb = nbformat.v4.new_notebook()
     for kind, tags, source in SELFTEST_CELLS:
         new = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
         nb.cells.append(new(source, metadata={"tags": tags} if tags else {}))
+    nb.cells[0].attachments = {"selftest_embedded.png": {"image/png": embedded}}
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nbformat.write(nb, str(root / SELFTEST_NOTEBOOK))
     return root
@@ -120,7 +127,8 @@ def test_exercise_may_stop_at_a_self_check_reporting_the_stub():
 
 def test_figure_references_and_explorers_are_found(tmp_path):
     nb = nbformat.read(str(make_tiny_course(tmp_path) / SELFTEST_NOTEBOOK), as_version=4)
-    assert harness.figure_references(nb) == ["../figures/selftest_ok.png", "../figures/selftest_missing.png"]
+    assert harness.figure_references(nb) == ["../figures/selftest_ok.png", "../figures/selftest_missing.png",
+                                             "attachment:selftest_embedded.png", "attachment:selftest_gone.png"]
     nb.cells.append(nbformat.v4.new_markdown_cell('<img src="../figures/a.png" width=300> '
                                                   "![badge](https://example.org/figures/b.svg)"))
     nb.cells.append(nbformat.v4.new_code_cell("cu.widgets.mask_explorer()"))
@@ -168,11 +176,15 @@ SELFTEST_PATH = f"{SELFTEST}/{SELFTEST_NOTEBOOK}"
 def test_harness_reports_a_broken_figure_and_a_dead_explorer(lab):
     report = lab.check(SELFTEST_PATH, screenshot_name="selftest.png", redraw_timeout=20)
     print(report.format())
-    assert report.figures == 2 and report.explorers == 2
-    assert sorted(report.problems) == sorted([
+    assert report.figures == 4 and report.explorers == 2
+    gone = [p for p in report.problems if p.startswith("picture did not load") and "selftest_gone.png" in p]
+    assert len(gone) == 1, report.format()  # an attachment the notebook lacks
+    assert sorted(set(report.problems) - set(gone)) == sorted([
         f"picture did not load: {SELFTEST}/figures/selftest_missing.png",
         "explorer 2: moving slider 'frozen' did not change the plot",
     ]), report.format()
+    # The live explorer's redraws were timed (reported, never asserted against a bound).
+    assert [len(ms) for ms in report.latencies.values()] == [2, 0], report.format()
     # The live explorer's slider and dropdown both redrew its plot; the frozen slider moved too.
     assert report.controls_moved == 3
     # The exercise stub's NotImplementedError is allowed in notebooks/, and stopped Run All there.
