@@ -12,7 +12,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
-        figures bench test-compat lint clean
+        figures bench bench-explorers test-compat lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -61,6 +61,9 @@ figures: $(STAMP) ## re-make every figure in figures/ from code
 
 bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
 	$(PY) -m tools.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+
+bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
+	$(PY) -m tools.bench_explorers
 
 test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 [PYTHON=python3.12]
 	@set -e; \
