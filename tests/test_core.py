@@ -145,3 +145,32 @@ def test_readme_example_is_what_the_check_prints():
     assert block.strip() == readme_example().strip(), (
         "the README's example failure message is stale: paste the output of "
         "`python -m tools.render_check_messages --readme` into it")
+
+
+# --------------------------------------------------------------------------- the device probe
+@pytest.mark.parametrize("fn", [
+    lambda x: x + torch.ones(x.shape, device=x.device),     # explicit device
+    lambda x: x + torch.ones(x.shape).to(x.device),         # moved with .to(device)
+    lambda x: x + torch.ones(x.shape).to(x),                # moved with .to(tensor)
+    lambda x: x + torch.ones_like(x).triu(1),               # made from the input
+    lambda x: x[torch.arange(2)] * torch.tensor(2.0),       # CPU index tensors and 0-d scalars work on a GPU
+], ids=["device_kwarg", "to_device", "to_tensor", "like", "index_and_scalar"])
+def test_device_probe_accepts_device_safe_code(fn):
+    from course_utils.checks._engine import probe_device
+
+    probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x + torch.ones(x.shape),
+    lambda x: x.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), 0.0),
+    lambda x: torch.where(torch.arange(3)[None, :] > torch.arange(3)[:, None], x, 0.0),
+    lambda x: torch.tensor([[0.0] * 3] * 3) + x,
+    lambda x: torch.nn.functional.embedding(torch.arange(3), x),
+], ids=["ones", "masked_fill", "where_arange", "from_lists", "embedding_of_arange"])
+def test_device_probe_names_cpu_tensors(fn):
+    from course_utils.checks._engine import probe_device
+
+    with pytest.raises(cu.checks.CheckFailure) as info:
+        probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+    assert info.value.bug == "cpu_tensor_in_forward"

@@ -208,6 +208,45 @@ class DeviceMix(RuntimeError):
     pass
 
 
+class Placement(TorchFunctionMode):
+    """A second device without a second device (a GPU, or the meta device, whose first use costs
+    seconds of imports). The tensors given (a module's parameters and buffers, the inputs) count
+    as *placed*, and so does everything computed from them or made with an explicit device (e.g.
+    ``torch.arange(n, device=x.device)``, ``torch.ones_like(x)``, ``t.to(x.device)``). A tensor of
+    one or more dimensions made without a device (``torch.arange(n)``, ``torch.ones(n, n)``) that
+    meets a placed one raises :class:`DeviceMix`: on a GPU that operation fails with 'Expected all
+    tensors to be on the same device'. Indexing with such a tensor is allowed, as on a GPU."""
+
+    _MOVES = ("to", "type_as", "cuda")
+
+    def __init__(self, placed) -> None:
+        super().__init__()
+        self.placed = {id(t): t for t in placed}  # the tensors are kept, so their ids stay unique
+
+    def _mark(self, result) -> None:
+        for item in tree_flatten(result)[0]:
+            if isinstance(item, torch.Tensor):
+                self.placed[id(item)] = item
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        flat = tree_flatten((args, kwargs))[0]
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        here = any(id(t) in self.placed for t in tensors)
+        moved = name in self._MOVES and any(isinstance(a, torch.device) or id(a) in self.placed for a in flat[1:])
+        if here and not moved and name not in ("__getitem__", "cpu"):
+            stray = [t for t in tensors if id(t) not in self.placed and t.dim() > 0]
+            if stray:
+                raise DeviceMix(f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
+                                f"device in {name}")
+        result = func(*args, **kwargs)
+        device = kwargs.get("device")
+        if moved or (here and name != "cpu") or (device is not None and device != "cpu"):
+            self._mark(result)
+        return result
+
+
 class Watch(TorchFunctionMode):
     """Records dropout, SDPA and softmax calls and result shapes; on ``device`` raises
     :class:`DeviceMix` when a CPU tensor meets a tensor on that device."""
@@ -383,7 +422,7 @@ def with_mask(pairs: list[tuple[str, Recipe]], mask: str) -> list[tuple[str, Rec
 
 
 __all__ = [
-    "ATOL", "NO_DROP", "RIGHT", "RTOL", "CheckFailure", "DeviceMix", "Recipe", "Trace", "Watch", "attention", "call",
+    "ATOL", "NO_DROP", "RIGHT", "RTOL", "CheckFailure", "DeviceMix", "Placement", "Recipe", "Trace", "Watch", "attention", "call",
     "call_pure", "describe_difference", "ensure_callable", "ensure_class", "expect_tensor_output", "fail", "fail_with",
     "fail_with_bug", "generator", "head_attention", "isolated", "mask_of", "match_bug", "mismatch", "passed",
     "preserved_rng", "project", "randn", "same", "shown", "stub_failure", "variants", "weights_from_scores", "with_mask",

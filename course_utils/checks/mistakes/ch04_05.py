@@ -23,8 +23,8 @@ mistake("mask_parameter",
 mistake("cpu_tensor_in_forward",
         "Your forward builds a tensor on the CPU (torch.arange(n), torch.ones(n, n), torch.triu(...) "
         "without device=...) and combines it with the input. It works on the CPU, but on a GPU it "
-        "crashes with 'Expected all tensors to be on the same device'. (The check moved your layer "
-        "and its input to another device to see this; the error was: {error})",
+        "crashes with 'Expected all tensors to be on the same device'. (The check ran your code as if "
+        "its input were on another device: {error}.)",
         "create it on the input's device: torch.arange(n, device=x.device), or use a registered buffer "
         "such as self.mask[:n, :n].")
 mistake("no_length_check",
