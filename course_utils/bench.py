@@ -243,7 +243,8 @@ def plot_roofline(points: Sequence[RooflinePoint], ceilings: Ceilings):
     fig, ax = plt.subplots(figsize=(7.5, 5), layout="constrained")
     plt.close(fig)
     xs = [p.intensity for p in points]
-    grid = torch.logspace(math.log10(min(xs) / 3), math.log10(max(xs) * 3), 100).tolist()
+    ridge = peak / bandwidth  # the roof's bend is always drawn, with room on both sides
+    grid = torch.logspace(math.log10(min(*xs, ridge) / 3), math.log10(max(*xs, ridge) * 3), 100).tolist()
     ax.plot(grid, [min(peak, bandwidth * i) for i in grid], "k--", lw=1.2,
             label=f"roof: {peak:,.0f} GFLOP/s, {bandwidth:,.1f} GB/s")
     lens = sorted({p.seq_len for p in points})
