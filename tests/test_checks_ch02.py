@@ -59,6 +59,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_weight_transfer, b.transfer_no_grad_missing, {"bug": "copy_without_no_grad"}),
         (cu.checks.check_weight_transfer, b.transfer_shared, {"bug": "shared_parameter"}),
         (cu.checks.check_batched_self_attention, b.BatchedDotT, {"bug": "dot_t_on_batch"}),
+        (cu.checks.check_batched_self_attention, b.BatchedNameError, {"diagnosis": "raised NameError: name 'keyz'"}),
         (cu.checks.check_batched_self_attention, b.BatchedSoftmaxDim1, {"bug": "softmax_over_queries"}),
         (cu.checks.check_batched_self_attention, b.BatchedSoftmaxDim0, {"bug": "softmax_over_batch"}),
         (cu.checks.check_batched_self_attention, b.BatchedNoScaling, {"bug": "no_scaling"}),

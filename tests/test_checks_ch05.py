@@ -107,6 +107,8 @@ SPLIT_BUGS = [
     (buggy.MaskOverwrittenSplit, "mask_overwritten"),
     (buggy.InplaceDropoutSplit, "inplace_breaks_autograd"),
     (buggy.SdpaWithTorchMhaMaskSplit, "sdpa_mask_inverted"),
+    (buggy.SplitLengthAssert, "length_error_not_value_error"),
+    (buggy.SplitNoLengthCheck, "length_error_not_value_error"),
 ]
 
 

@@ -274,3 +274,11 @@ class V2PrecedenceInline(V2Right):
     def forward(self, x):
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
         return torch.softmax(q @ k.T / k.shape[-1] ** 1/2, dim=-1) @ v
+
+
+class BatchedNameError(V2Right):
+    """A typo in forward (keyz for keys): must be reported as the NameError it is, not as the .T bug."""
+
+    def forward(self, x):
+        q, keys, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ keyz.transpose(1, 2) / keys.shape[-1] ** 0.5, dim=-1) @ v  # noqa: F821
