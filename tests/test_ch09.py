@@ -325,3 +325,14 @@ def test_pytorchs_causal_lower_right_is_the_bottom_right_mask():
     q = q[:, :, :2]  # (2, 2, 2, 4): the 2 newest of 6 tokens
     torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=bias.causal_lower_right(2, 6)),
                                F.scaled_dot_product_attention(q, k, v, attn_mask=ch.sliding_window_mask(2, 6, 6)))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(n_kv_heads=8.0), "n_kv_heads must be an int, but got"),
+    (dict(n_kv_heads=3), r"n_kv_heads must divide num_heads=32, i.e. be one of \[1, 2, 4, 8, 16, 32\], but got 3"),
+    (dict(context="8k"), "context must be an int"),
+    (dict(dtype=["bfloat16"]), r"dtype must be one of \['float32', 'bfloat16', 'int8'\]"),
+])
+def test_kv_cache_explorer_names_what_it_expected(kwargs, message):
+    with pytest.raises(cu.CourseInputError, match=message):
+        cu.widgets.kv_cache_explorer(**kwargs)

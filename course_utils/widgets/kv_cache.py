@@ -47,15 +47,16 @@ def kv_cache_data(n_kv_heads: int = 8, context: int = 8_192, bytes_per_value: in
     Defaults are Llama 3 8B (32 layers, 32 query heads of 128, ``n_kv_heads`` 8) in 16-bit numbers.
     The bytes come from chapter 09's ``kv_bytes_per_token``.
     """
-    for value, name in ((layers, "layers"), (num_heads, "num_heads"), (head_dim, "head_dim")):
+    for value, name in ((layers, "layers"), (num_heads, "num_heads"), (head_dim, "head_dim"),
+                        (n_kv_heads, "n_kv_heads"), (context, "context"), (bytes_per_value, "bytes_per_value")):
         expect_int(value, name, minimum=1)
     options = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
-    if isinstance(n_kv_heads, bool) or n_kv_heads not in options:
+    if n_kv_heads not in options:
         raise CourseInputError(f"n_kv_heads must divide num_heads={num_heads}, i.e. be one of {options}, "
                                f"but got {n_kv_heads!r}.")
-    if isinstance(context, bool) or context not in KV_CONTEXTS:
+    if context not in KV_CONTEXTS:
         raise CourseInputError(f"context must be one of {list(KV_CONTEXTS)}, but got {context!r}.")
-    if isinstance(bytes_per_value, bool) or bytes_per_value not in KV_DTYPE_BYTES.values():
+    if bytes_per_value not in KV_DTYPE_BYTES.values():
         raise CourseInputError(f"bytes_per_value must be one of {sorted(set(KV_DTYPE_BYTES.values()))}, "
                                f"but got {bytes_per_value!r}.")
     per_option = [kv_bytes_per_token(layers, g, head_dim, bytes_per_value) * context for g in options]
