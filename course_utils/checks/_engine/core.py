@@ -248,21 +248,14 @@ class Placement(TorchFunctionMode):
 
 
 class Watch(TorchFunctionMode):
-    """Records dropout, SDPA and softmax calls and result shapes; on ``device`` raises
-    :class:`DeviceMix` when a CPU tensor meets a tensor on that device."""
+    """Records dropout, SDPA and softmax calls and the shapes of all results."""
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.device, self.calls, self.shapes = device, [], []
+        self.calls, self.shapes = [], []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        if self.device and any(t.device.type == self.device for t in tensors):
-            cpu = [tuple(t.shape) for t in tensors if t.device.type == "cpu" and t.dim() > 0]
-            if cpu:
-                raise DeviceMix(f"a CPU tensor of shape {cpu[0]} met a tensor on the {self.device} "
-                                f"device in {getattr(func, '__name__', func)}")
         name = getattr(func, "__name__", "")
         before = args[0].detach().clone() if name == "dropout" and args and isinstance(args[0], torch.Tensor) else None
         result = func(*args, **kwargs)
