@@ -18,6 +18,7 @@ from ._engine import (
     Recipe,
     attention,
     call,
+    construct,
     describe_difference,
     ensure_callable,
     ensure_class,
@@ -194,13 +195,7 @@ def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = 
     __tracebackhide__ = True
     kwargs = kwargs or {}
     shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-    with preserved_rng():
-        torch.manual_seed(seed)
-        module = call(check, cls, *args, what=f"{cls.__name__}({shown})", **kwargs)
-    if not isinstance(module, nn.Module):
-        raise fail(check, f"{cls.__name__}({shown}) is not an nn.Module.",
-                   "subclass nn.Module and call super().__init__() first.")
-    return module
+    return construct(check, cls, *args, what=f"{cls.__name__}({shown})", seed=seed, **kwargs)
 
 
 def _run(check: str, module: nn.Module, x: torch.Tensor, what: str):

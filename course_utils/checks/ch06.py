@@ -12,6 +12,7 @@ from torch import nn
 from ._engine import (
     call,
     chapters,
+    construct,
     describe_difference,
     ensure_callable,
     ensure_class,
@@ -135,12 +136,7 @@ def check_input_embedding(embedding_cls: type) -> None:
     name = "check_input_embedding"
     ensure_class(name, embedding_cls, "an nn.Module class taking (vocab_size, context_length, d_model)")
     for case, (vocab, length, d, batch) in enumerate(_EMBEDDING_CASES):
-        with preserved_rng():
-            layer = call(name, embedding_cls, vocab, length, d,
-                         what=f"{embedding_cls.__name__}({vocab}, {length}, {d})")
-        if not isinstance(layer, nn.Module):
-            raise fail(name, f"{embedding_cls.__name__}(...) should build an nn.Module, but it "
-                       f"built a {type(layer).__name__}.", "subclass nn.Module.")
+        layer = construct(name, embedding_cls, vocab, length, d, what=f"{embedding_cls.__name__}({vocab}, {length}, {d})")
         where = f"With vocab_size={vocab}, context_length={length}, d_model={d}:"
         shapes = [tuple(t.shape) for t in _tables(layer)]
         if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:

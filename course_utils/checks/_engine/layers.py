@@ -72,19 +72,27 @@ class Case:
         return randn(self.batch, self.n if n is None else n, self.d_in, seed=self.seed + 7)
 
 
-def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
-    """Construct the student's class under the case's seed (the global RNG is restored)."""
+def construct(check: str, cls: type, *args, what: str, seed: int | None = None, hint: str | None = None,
+              **kwargs) -> nn.Module:
+    """``cls(*args, **kwargs)`` (under ``seed`` when given; the global RNG is restored), which
+    must be an nn.Module: a crash or anything else becomes a diagnosis."""
     __tracebackhide__ = True
-    what = case.describe(cls, dropout)
-    hint = f"the constructor takes {case.signature()}."
     with preserved_rng():
-        torch.manual_seed(case.seed)
-        extra = {} if case.qkv_bias is None else {"qkv_bias": case.qkv_bias}
-        module = call(check, cls, *case.args(dropout), what=what, hint=hint, **extra)
+        if seed is not None:
+            torch.manual_seed(seed)
+        module = call(check, cls, *args, what=what, hint=hint, **kwargs)
     if not isinstance(module, nn.Module):
         raise fail(check, f"{what} is a {type(module).__name__}, not an nn.Module.",
                    "subclass nn.Module and call super().__init__() first.")
     return module
+
+
+def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
+    """Construct the student's class for a case, under the case's seed."""
+    __tracebackhide__ = True
+    extra = {} if case.qkv_bias is None else {"qkv_bias": case.qkv_bias}
+    return construct(check, cls, *case.args(dropout), what=case.describe(cls, dropout), seed=case.seed,
+                     hint=f"the constructor takes {case.signature()}.", **extra)
 
 
 def run(check: str, module: nn.Module, x: torch.Tensor, where: str, full_length: torch.Tensor | None = None,
@@ -408,7 +416,7 @@ def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case
 
 
 __all__ = [
-    "DROPOUT_P", "Case", "Read", "build", "causal_layers", "chapters", "check_dropout", "check_layer", "check_mask_buffer",
+    "DROPOUT_P", "Case", "Read", "build", "construct", "causal_layers", "chapters", "check_dropout", "check_layer", "check_mask_buffer",
     "check_output_shape", "check_too_long", "expect_value_error", "find_linear", "probe_backward", "probe_device", "probe_layer",
     "probe_second_call", "qkv_layers", "run",
 ]
