@@ -5,7 +5,6 @@ the layer with the one attention pipeline and runs the behaviour probes."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -14,9 +13,9 @@ from ._engine import (
     NO_DROP,
     RIGHT,
     Case,
+    MHAWeights,
     Recipe,
     Trace,
-    attention,
     call,
     causal_layers,
     chapters,
@@ -28,9 +27,9 @@ from ._engine import (
     find_linear,
     head_attention,
     isolated,
+    mha_reference,
     passed,
     preserved_rng,
-    project,
     qkv_layers,
     shown,
     stub_failure,
@@ -107,15 +106,6 @@ MHA_DROPOUT_CASE = Case(2, 5, 4, 6, 6, num_heads=2, seed=1264)
 MHA_VARIANTS = variants("split", "axis", "heads_axis", "scale", "head_scale", "mask", "projections")
 
 
-@dataclass
-class MHAWeights:
-    """What the split-head reference needs from the student's layer."""
-
-    qkv: dict[str, nn.Linear]
-    out_proj: nn.Linear
-    num_heads: int
-
-
 def _mha_weights(check: str, module: nn.Module, owner: str, case: Case) -> MHAWeights:
     qkv = qkv_layers(check, module, owner, case, case.d_out)
     out_proj = find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
@@ -128,28 +118,6 @@ def _mha_weights(check: str, module: nn.Module, owner: str, case: Case) -> MHAWe
 
     check_mask_buffer(check, module, owner, case.context_length)
     return MHAWeights(qkv, out_proj, case.num_heads)
-
-
-def mha_reference(weights: MHAWeights, x: torch.Tensor, r: Recipe = RIGHT, drop=NO_DROP,
-                  trace: Trace | None = None) -> torch.Tensor:
-    """Multi-head causal attention from one Q/K/V projection each: (b, n, d_out)."""
-    b, n, _ = x.shape
-    h = weights.num_heads
-    q, k, v = project(weights.qkv, x, trace)                       # each (b, n, d_out)
-    d_out = q.shape[-1]
-
-    def split(t: torch.Tensor) -> torch.Tensor:                    # (b, n, d_out) -> (b, h, n, hd)
-        if r.split == "view":
-            return t.reshape(b, h, n, d_out // h)
-        return t.reshape(b, n, h, d_out // h).transpose(1, 2)
-
-    context = attention(split(q), split(k), split(v), r, x=x, d_out=d_out, drop=drop, trace=trace)  # (b, h, n, hd)
-    merged = {"view": lambda: context.reshape(b, n, d_out),
-              "interleave": lambda: context.permute(0, 2, 3, 1).reshape(b, n, d_out),
-              "transpose": lambda: context.transpose(1, 2).reshape(b, n, d_out)}[r.merge]()  # (b, n, d_out)
-    if trace is not None:
-        trace.context.append(merged)
-    return weights.out_proj(merged) if r.out_proj else merged
 
 
 def _check_divisibility(check: str, cls: type) -> None:

@@ -10,8 +10,13 @@ import torch
 from torch import nn
 
 from ._engine import (
+    RIGHT,
+    MHAWeights,
+    Recipe,
+    build,
     call,
     chapters,
+    check_too_long,
     construct,
     describe_difference,
     ensure_callable,
@@ -21,12 +26,16 @@ from ._engine import (
     fail,
     fail_with,
     generator,
+    isolated,
     match_bug,
+    mha_reference,
     passed,
     preserved_rng,
+    probe_backward,
     probe_device,
     probe_second_call,
     randn,
+    run,
     same,
 )
 
@@ -360,8 +369,6 @@ _GPT_CASES = ((50, 6, 8, 2, 2, 6), (97, 8, 12, 3, 1, 5))
 
 def _gpt_parts(name: str, model: nn.Module, vocab: int, length: int, d: int, where: str):
     """The student's token and position tables, attention weights and head, checked."""
-    from .ch05 import MHAWeights
-
     for attr in ("embed", "attn", "head"):
         if not isinstance(getattr(model, attr, None), nn.Module):
             raise fail(name, f"{where} {name} looks for the submodule {attr!r} (embed: the token and position "
@@ -392,9 +399,6 @@ def _gpt_parts(name: str, model: nn.Module, vocab: int, length: int, d: int, whe
 
 def _gpt_logits(parts, ids: torch.Tensor, r=None, positions: bool = True) -> torch.Tensor:
     """Next-token logits recomputed from the student's own weights: (b, n, vocab)."""
-    from ._engine import RIGHT
-    from .ch05 import mha_reference
-
     tok, pos, weights, head = parts
     vectors = tok[ids] + (pos[: ids.shape[1]] if positions else 0)     # (b, n, d)
     return head(mha_reference(weights, vectors, r or RIGHT))            # (b, n, vocab)
@@ -405,8 +409,6 @@ def check_tiny_gpt(cls: type) -> None:
     (token + position embeddings), ``attn`` (causal multi-head attention), ``head`` (no bias);
     (b, n) int64 ids -> (b, n, vocab_size) logits, computed from its own weights, causal."""
     __tracebackhide__ = True
-    from ._engine import Recipe, build, check_too_long, isolated, probe_backward, run
-
     name = "check_tiny_gpt"
     ensure_class(name, cls, "your class TinyGPT itself")
     for i, (vocab, length, d, heads, batch, n) in enumerate(_GPT_CASES):

@@ -383,6 +383,37 @@ def head_attention(layers: dict[str, nn.Linear], x: torch.Tensor, r: Recipe = RI
     return attention(q, k, v, r, x=x, drop=drop, unit=unit, trace=trace)
 
 
+@dataclass
+class MHAWeights:
+    """What the split-head reference needs from the student's layer."""
+
+    qkv: dict[str, nn.Linear]
+    out_proj: nn.Linear
+    num_heads: int
+
+
+def mha_reference(weights: MHAWeights, x: torch.Tensor, r: Recipe = RIGHT, drop=NO_DROP,
+                  trace: Trace | None = None) -> torch.Tensor:
+    """Multi-head causal attention from one Q/K/V projection each: (b, n, d_out)."""
+    b, n, _ = x.shape
+    h = weights.num_heads
+    q, k, v = project(weights.qkv, x, trace)                       # each (b, n, d_out)
+    d_out = q.shape[-1]
+
+    def split(t: torch.Tensor) -> torch.Tensor:                    # (b, n, d_out) -> (b, h, n, hd)
+        if r.split == "view":
+            return t.reshape(b, h, n, d_out // h)
+        return t.reshape(b, n, h, d_out // h).transpose(1, 2)
+
+    context = attention(split(q), split(k), split(v), r, x=x, d_out=d_out, drop=drop, trace=trace)  # (b, h, n, hd)
+    merged = {"view": lambda: context.reshape(b, n, d_out),
+              "interleave": lambda: context.permute(0, 2, 3, 1).reshape(b, n, d_out),
+              "transpose": lambda: context.transpose(1, 2).reshape(b, n, d_out)}[r.merge]()  # (b, n, d_out)
+    if trace is not None:
+        trace.context.append(merged)
+    return weights.out_proj(merged) if r.out_proj else merged
+
+
 def variants(*names: str) -> list[tuple[str, Recipe]]:
     """(mistake id, recipe) pairs for the named groups: axis, scale, mask, projections, heads."""
     groups = {
@@ -415,8 +446,8 @@ def with_mask(pairs: list[tuple[str, Recipe]], mask: str) -> list[tuple[str, Rec
 
 
 __all__ = [
-    "ATOL", "NO_DROP", "RIGHT", "RTOL", "CheckFailure", "DeviceMix", "Placement", "Recipe", "Trace", "Watch", "attention", "call",
+    "ATOL", "NO_DROP", "RIGHT", "RTOL", "CheckFailure", "DeviceMix", "MHAWeights", "Placement", "Recipe", "Trace", "Watch", "attention", "call",
     "call_pure", "describe_difference", "ensure_callable", "ensure_class", "expect_tensor_output", "fail", "fail_with",
-    "fail_with_bug", "generator", "head_attention", "isolated", "mask_of", "match_bug", "mismatch", "passed",
+    "fail_with_bug", "generator", "head_attention", "isolated", "mha_reference", "mask_of", "match_bug", "mismatch", "passed",
     "preserved_rng", "project", "randn", "same", "shown", "stub_failure", "variants", "weights_from_scores", "with_mask",
 ]
