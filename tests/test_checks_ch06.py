@@ -147,6 +147,7 @@ def test_the_chapters_tiny_gpt_passes(capsys):
         (b.TinyGPTTokenTableOnly, {"bug": "positions_missing"}),
         (b.TinyGPTPositionsUnused, {"bug": "positions_missing"}),
         (b.TinyGPTNotCausal, {"bug": "tiny_gpt_not_causal"}),
+        (b.TinyGPTAttentionSkipped, {"bug": "tiny_gpt_attention_skipped"}),
         (b.TinyGPTPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
         (b.TinyGPTNoLengthCheck, {"bug": "length_error_not_value_error"}),
         (b.TinyGPTNoAttn, {"diagnosis": "no nn.Module called 'attn'"}),

@@ -428,6 +428,7 @@ def check_tiny_gpt(cls: type) -> None:
                     ("logits_softmaxed", lambda: torch.softmax(expected, dim=-1)),
                     ("positions_missing", lambda: _gpt_logits(parts, ids, positions=False)),
                     ("tiny_gpt_not_causal", lambda: _gpt_logits(parts, ids, Recipe(mask="none"))),
+                    ("tiny_gpt_attention_skipped", lambda: parts[3](parts[0][ids] + parts[1][: ids.shape[1]])),
                 ])
                 if bug:
                     raise fail_with(name, bug, where)

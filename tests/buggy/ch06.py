@@ -409,3 +409,10 @@ def mask_numpy(n):
     import numpy as np
 
     return np.triu(np.ones((n, n), dtype=bool), k=1)
+
+
+class TinyGPTAttentionSkipped(TinyGPTRight):
+    """Typical slip while debugging shapes: the attention call commented out, head on the embeddings."""
+
+    def forward(self, token_ids):
+        return self.head(self.embed(token_ids))

@@ -100,6 +100,10 @@ mistake("tiny_gpt_not_causal",
 mistake("tiny_gpt_head_bias",
         "Your output head has a bias. GPT-2's head maps d_model to vocab_size without one (its weight is "
         "tied to the token embeddings).", "self.head = nn.Linear(d_model, vocab_size, bias=False).")
+mistake("tiny_gpt_attention_skipped",
+        "Your logits are the head applied straight to the embeddings: the attention layer is built but "
+        "never used, so every position predicts from its own token alone.",
+        "logits = self.head(self.attn(self.embed(token_ids))).")
 mistake("logits_softmaxed",
         "Your model returns probabilities (a softmax over the vocabulary), not logits. The cross-entropy "
         "loss applies the softmax itself, so forward must return the raw scores.",
