@@ -1,5 +1,7 @@
 """Assertions shared by the self-check tests of every chapter."""
 
+import re
+
 import pytest
 
 from course_utils.checks import CheckFailure
@@ -20,6 +22,7 @@ def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None
         check(*args)
     failure = info.value
     assert isinstance(failure, AssertionError)
+    assert not re.search(r"\{[a-z_]+\}", str(failure)), f"an unfilled placeholder in:\n{failure}"
     if bug is not None:
         assert bug in MISTAKES, f"unknown mistake id {bug!r}"
         assert failure.bug == bug, f"expected {bug}, got {failure.bug}:\n{failure}"

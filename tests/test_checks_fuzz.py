@@ -2,6 +2,7 @@
 (a plain diagnosis) and never any other exception: no crash inside a check."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -183,6 +184,7 @@ def test_junk_in_every_argument_gives_a_check_failure(name, junk, capsys):
         check(*args)
     except CheckFailure as failure:
         assert str(failure).startswith(f"{name} found a problem."), str(failure)
+        assert not re.search(r"\{[a-z_]+\}", str(failure)), f"an unfilled placeholder: {failure}"
     else:  # only a real answer passes: none of these is one
         pytest.fail(f"{name} accepted {junk}: {capsys.readouterr().out}")
 
