@@ -4,6 +4,8 @@ import torch
 
 
 # --- attention_scores(query, inputs)
+# Sources: typical slips of the book's section 3.3.1 exercise (elementwise product without the sum,
+# summing over the wrong axis, all pairs instead of one query, cosine similarity from other courses).
 def scores_right(query, inputs):
     return inputs @ query
 
@@ -29,6 +31,8 @@ def scores_stub(query, inputs):
 
 
 # --- softmax(x)
+# Sources: softmax_naive is the book's own first softmax (section 3.3.1), which overflows on large
+# scores; the others are typical slips (no max subtraction, keepdim forgotten, wrong axis).
 def softmax_right(x):
     e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
     return e / e.sum(dim=-1, keepdim=True)
@@ -57,6 +61,8 @@ def softmax_no_keepdim(x):
 
 
 # --- attention_weights(inputs)
+# Sources: typical slips (raw scores used as weights, column softmax, dividing by the sum as the book's
+# first normalisation does, section 3.3.1).
 def weights_right(inputs):
     return torch.softmax(inputs @ inputs.T, dim=-1)
 
@@ -75,6 +81,7 @@ def weights_divide_by_sum(inputs):
 
 
 # --- context_vectors(inputs)
+# Sources: typical slips (transposed weights, raw scores, returning the weights).
 def context_right(inputs):
     return torch.softmax(inputs @ inputs.T, dim=-1) @ inputs
 

@@ -5,6 +5,8 @@ from torch import nn
 
 
 # --------------------------------------------------------------------------- SelfAttention_v1
+# Sources: the book's SelfAttention_v1 (section 3.4.2) with one typical slip each (scaling, axis,
+# keys from queries, initialisation other than torch.rand, plain tensors instead of nn.Parameter).
 class V1Right(nn.Module):
     def __init__(self, d_in, d_out):
         super().__init__()
@@ -100,6 +102,8 @@ class V1Stub(nn.Module):
 
 
 # --------------------------------------------------------------------------- SelfAttention_v2
+# Sources: the book's SelfAttention_v2 with one typical slip each (operator precedence in the scale,
+# bias always on, values from W_key, transposed scores, nn.Linear's arguments swapped).
 class V2Right(nn.Module):
     def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
@@ -176,6 +180,8 @@ class V2OtherNames(nn.Module):
 
 
 # --------------------------------------------------------------------------- weight transfer
+# Sources: the book's exercise 3.1 (v2 weights into v1): forgetting the transpose is the slip the
+# exercise is about; shared Parameters and missing no_grad are typical porting slips.
 def transfer_right(v1, v2):
     with torch.no_grad():
         v1.W_query.copy_(v2.W_query.weight.T)
@@ -236,6 +242,8 @@ def transfer_shared(v1, v2):
 
 
 # --------------------------------------------------------------------------- batched
+# Sources: the 2-d code of section 3.4 run on a batch: .T on 3-d tensors (PyTorch's own deprecation
+# warning), softmax over dim=1/dim=0, typical slips.
 class BatchedRight(V2Right):
     def forward(self, x):
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)

@@ -4,6 +4,8 @@ import torch
 
 
 # --------------------------------------------------------------------------- causal_mask(n)
+# Sources: typical slips with torch.triu/tril (diagonal included, keep-mask instead of hide-mask,
+# float mask, a fixed size); the book builds its mask with tril (section 3.5.1).
 def mask_right(n):
     return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
 
@@ -42,6 +44,8 @@ def mask_stub(n):
 
 
 # --------------------------------------------------------------------------- way 1: after the softmax
+# Sources: the book's first masking method (section 3.5.1) with one slip each; renormalising over
+# dim=1 is the book's own code, right only for a 2-d matrix.
 def _future(scores):
     n = scores.shape[-1]
     return torch.triu(torch.ones(n, n, dtype=torch.bool, device=scores.device), diagonal=1)
@@ -89,6 +93,8 @@ def after_softmax_dim1(scores, d_k):
 
 
 # --------------------------------------------------------------------------- way 2: before the softmax
+# Sources: the book's -inf method (section 3.5.1) with one typical slip each (zero fill, wrong
+# diagonal, scale by d_k, -inf or zeros applied after the softmax).
 def before_right(scores, d_k):
     masked = scores.masked_fill(_future(scores), float("-inf"))
     return torch.softmax(masked / d_k**0.5, dim=-1)

@@ -121,6 +121,8 @@ CORRECT = [Correct, BoolMaskInPlace, RenormalisedAfterSoftmax, FunctionalDropout
 
 
 # ----------------------------------------------------------------------------- one bug each
+# Sources: the book's CausalAttention (section 3.5.3) with one typical slip each; DropoutInEval is
+# PyTorch's documented F.dropout default (training=True); MaskNotSliced forgets the book's [:n, :n].
 class SoftmaxOverQueries(Correct):
     def normalise(self, scores):
         return torch.softmax(scores, dim=1)

@@ -14,6 +14,8 @@ from . import ch04
 
 
 # ============================================================================= the wrapper
+# Sources: the book's MultiHeadAttentionWrapper (section 3.6.1) with one typical slip each (a Python
+# list of heads, one head shared, concatenation over the wrong axis, d_out split between heads).
 class Wrapper(nn.Module):
     head_class = ch04.Correct
 
@@ -184,6 +186,9 @@ SPLIT_CORRECT = [Split, SplitWithReshapeAndEinsum, SplitWithAssert]
 
 
 # ----------------------------------------------------------------------------- one bug each
+# Sources: the book's MultiHeadAttention (section 3.6.2) with one typical slip each (view without
+# transpose, merge without transpose, missing contiguous(): PyTorch's own 'view size is not
+# compatible' error, scaling by d_out, out_proj unused).
 class SoftmaxOverHeads(Split):
     def normalise(self, scores):
         return torch.softmax(scores, dim=1)

@@ -5,6 +5,8 @@ from torch import nn
 
 
 # --- SlidingWindowDataset(token_ids, context_length, stride)
+# Sources: the book's GPTDatasetV1 (chapter 2) with typical off-by-one slips in the window range,
+# the target shift and the stride.
 class DatasetRight(torch.utils.data.Dataset):
     def __init__(self, token_ids, context_length, stride):
         ids = torch.tensor(token_ids)
@@ -98,6 +100,8 @@ class DatasetStub(torch.utils.data.Dataset):
 
 
 # --- InputEmbedding(vocab_size, context_length, d_model)
+# Sources: the book's chapter 2 embeddings with typical slips (positions sized by the vocabulary,
+# not sliced to n, multiplied or concatenated instead of added, torch.arange without device=).
 class EmbeddingRight(nn.Module):
     def __init__(self, vocab_size, context_length, d_model):
         super().__init__()
@@ -185,6 +189,8 @@ class EmbeddingClampsLongInput(EmbeddingRight):
 
 
 # --- copy_into_torch_mha(ours, theirs) and torch_mha_mask(n)
+# Sources: typical slips when porting weights into nn.MultiheadAttention (in_proj order, transposes,
+# biases forgotten, no torch.no_grad) and its inverted mask convention (True = do not attend).
 def copy_right(ours, theirs):
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat(

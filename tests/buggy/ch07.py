@@ -28,6 +28,8 @@ def _blockwise(q, k, v, block_size, *, keep=lambda key, query: key <= query, sca
     return run_out / run_sum if normalise else run_out
 
 
+# Sources: typical slips in online-softmax (FlashAttention-style) code: no rescaling of the running
+# sums, no final division, block-local key positions, and library shortcuts (SDPA, whole-row softmax).
 def right(q, k, v, block_size):
     return _blockwise(q, k, v, block_size)
 
