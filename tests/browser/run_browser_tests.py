@@ -81,7 +81,7 @@ COURSE_FOLDERS = ("solutions", "notebooks")
 EXERCISE_FOLDER = "notebooks"
 STATIC_ENV_VAR = "COURSE_STATIC_WIDGETS"
 WIDGETS_EXTENSION = re.compile(r"/lab/extensions/@jupyter-widgets/jupyterlab-manager/")
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "results", "tests", "__pycache__", ".pytest_cache",
+COPY_IGNORE = shutil.ignore_patterns(".git", ".venv*", "venv", "results", "tests", "__pycache__", ".pytest_cache",
                                      ".ruff_cache", ".ipynb_checkpoints", "node_modules", "*.egg-info")
 LAB_SETTINGS = {
     # No pop-ups, no writes behind our back, every cell in the DOM (the notebook is not virtualised).

@@ -231,3 +231,13 @@ def test_course_has_notebooks():
 def test_notebook_in_jupyterlab(course_reports, relpath):
     report = course_reports[relpath]
     assert report.ok, report.format()
+
+
+def test_served_copy_leaves_out_virtualenvs_and_results(tmp_path):
+    """Throwaway venvs (.venv-compat-*, .venv-nbgrader: gigabytes) and results are never copied."""
+    source = tmp_path / "course"
+    for name in ("solutions/01_a.ipynb", ".venv/x", ".venv-compat-2.3.1-py3.11/x", ".venv-nbgrader/x", "results/x"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text("x")
+    harness.copy_course(source, tmp_path / "served")
+    assert sorted(p.name for p in (tmp_path / "served").iterdir()) == ["solutions"]
