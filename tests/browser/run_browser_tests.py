@@ -696,9 +696,8 @@ class BrowserLab:
                 for i in range(controls.count()):
                     control = controls.nth(i)
                     label = _control_label(control) or f"{kind} {i + 1}"
-                    control.scroll_into_view_if_needed()
-                    moved_at = time.monotonic()
-                    if not _move(page, kind, control):
+                    moved_at = _move(page, kind, control)
+                    if moved_at is None:
                         report.notes.append(f"{where}: {kind} {label!r} has a single value; not moved")
                         continue
                     moved_any = True
@@ -757,8 +756,9 @@ def _control_label(control) -> str:
     return ""
 
 
-def _move(page, kind: str, control) -> bool:
-    """Change a control's value once, as a user would. False when it has a single value."""
+def _move(page, kind: str, control) -> float | None:
+    """Change a control's value once, as a user would: the monotonic time of the action that changed
+    it (a slider at its end first tries the other way), or None when it has a single value."""
     control.scroll_into_view_if_needed()
     if kind.endswith("slider"):
         readout = control.locator(".widget-readout")
@@ -767,30 +767,34 @@ def _move(page, kind: str, control) -> bool:
         before = value()
         for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):
             handle.focus()
+            pressed = time.monotonic()
             handle.press(key)
             with contextlib.suppress(Timeout):
                 poll(lambda: value() != before, 5, interval=0.1, what="the readout")
-                return True
+                return pressed
             if before is None:
-                return True  # no readout to compare: trust the plot check
-        return False
+                return pressed  # no readout to compare: trust the plot check
+        return None
+    acted = time.monotonic()
     if kind == "dropdown":
         options = control.evaluate("s => [s.options.length, s.selectedIndex]")
         if options[0] < 2:
-            return False
+            return None
+        acted = time.monotonic()
         control.select_option(index=(options[1] + 1) % options[0])
-        return True
+        return acted
     if kind == "checkbox":
         control.click()
-        return True
+        return acted
     buttons = control.locator("button" if kind == "toggle buttons" else "input[type=radio]")
     for i in range(buttons.count()):
         button = buttons.nth(i)
         chosen = button.evaluate("b => b.classList.contains('mod-active') || b.checked === true")
         if not chosen:
+            acted = time.monotonic()
             button.click()
-            return True
-    return False
+            return acted
+    return None
 
 
 # ----------------------------------------------------------------------------- course
