@@ -22,9 +22,9 @@ from .basics import *  # noqa: F401,F403  chapters 01-04
 from .basics import __all__ as _basics
 from .heads import *  # noqa: F401,F403  chapters 05-07
 from .heads import __all__ as _heads
-from .training import *  # noqa: F401,F403  chapter 08
-from .training import __all__ as _training
 from .kv_cache import *  # noqa: F401,F403  chapter 09
 from .kv_cache import __all__ as _kv_cache
+from .training import *  # noqa: F401,F403  chapter 08
+from .training import __all__ as _training
 
 __all__ = [*_basics, *_heads, *_training, *_kv_cache]
