@@ -187,14 +187,17 @@ def run(course: Path) -> RoundTrip:
 
 
 def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """{notebook: {grade_id: (score, max_score)}} of the autograded (code) cells of one student."""
+    """{notebook file name: {grade_id: (score, max_score)}} of one student's autograded (code) cells.
+
+    The gradebook names a notebook without ".ipynb"; the keys here are file names, as elsewhere.
+    """
     from nbgrader.api import Gradebook
 
     out: dict[str, dict[str, tuple[float, float]]] = {}
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
         for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
-            out[notebook.name] = {g.name: (float(g.score), float(g.max_score))
-                                  for g in notebook.grades if g.cell_type == "code"}
+            out[f"{notebook.name}.ipynb"] = {g.name: (float(g.score), float(g.max_score))
+                                              for g in notebook.grades if g.cell_type == "code"}
     return out
 
 
