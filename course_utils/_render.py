@@ -38,8 +38,14 @@ def _key(text: Text, renderer, anchor: tuple[float, float]) -> tuple | None:
         return None
     return (text.get_text(), to_rgba(text.get_color(), text.get_alpha()), text.get_fontproperties(),
             text.get_rotation(), text.get_rotation_mode(), text.get_horizontalalignment(),
-            text.get_verticalalignment(), text.get_linespacing(), text.get_antialiased(), renderer.dpi,
+            text.get_verticalalignment(), _linespacing(text), text.get_antialiased(), renderer.dpi,
             round(4 * (anchor[0] - round(anchor[0]))), round(4 * (anchor[1] - round(anchor[1]))))
+
+
+def _linespacing(text: Text) -> float:
+    """Line spacing of ``text`` (``get_linespacing`` arrived in matplotlib 3.11; older ones keep it private)."""
+    getter = getattr(text, "get_linespacing", None)
+    return getter() if getter is not None else getattr(text, "_linespacing", 1.2)
 
 
 def _anchor(text: Text) -> tuple[float, float]:

@@ -177,7 +177,7 @@ def test_repeat_kv_interleaves_groups():
 
 def _mha(seed):
     torch.manual_seed(seed)
-    return cu.models.MultiHeadAttention(16, 24, context_length=10, dropout=0.0, num_heads=6)
+    return cu.chapters.ch05.MultiHeadAttention(16, 24, context_length=10, dropout=0.0, num_heads=6)
 
 
 def test_gqa_with_as_many_kv_heads_as_heads_is_chapter_05_layer():
