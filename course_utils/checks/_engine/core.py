@@ -221,22 +221,37 @@ class Placement(TorchFunctionMode):
 
     def __init__(self, placed) -> None:
         super().__init__()
-        self.placed = {id(t): t for t in placed}  # the tensors are kept, so their ids stay unique
+        self.placed: dict[int, torch.Tensor] = {}  # the tensors are kept, so ids and storages stay unique
+        self.storages: set[int] = set()
+        self._mark(list(placed))
+
+    @staticmethod
+    def _storage(t: torch.Tensor) -> int:
+        try:
+            return t.untyped_storage().data_ptr() or -1
+        except (RuntimeError, NotImplementedError):
+            return -1
 
     def _mark(self, result) -> None:
         for item in tree_flatten(result)[0]:
             if isinstance(item, torch.Tensor):
                 self.placed[id(item)] = item
+                self.storages.add(self._storage(item))
+
+    def _is_placed(self, t: torch.Tensor) -> bool:
+        # a view shares its base's storage: older torch (2.3) slices without calling the mode
+        return id(t) in self.placed or self._storage(t) in self.storages - {-1}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", str(func))
         flat = tree_flatten((args, kwargs))[0]
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-        here = any(id(t) in self.placed for t in tensors)
-        moved = name in self._MOVES and any(isinstance(a, torch.device) or id(a) in self.placed for a in flat[1:])
+        here = any(self._is_placed(t) for t in tensors)
+        moved = name in self._MOVES and any(isinstance(a, torch.device)
+                                            or (isinstance(a, torch.Tensor) and self._is_placed(a)) for a in flat[1:])
         if here and not moved and name not in ("__getitem__", "cpu"):
-            stray = [t for t in tensors if id(t) not in self.placed and t.dim() > 0]
+            stray = [t for t in tensors if not self._is_placed(t) and t.dim() > 0]
             if stray:
                 raise DeviceMix(f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
                                 f"device in {name}")
