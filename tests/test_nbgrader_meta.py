@@ -185,3 +185,14 @@ def test_course_directory_has_config_and_every_chapter(tmp_path):
     config = (tmp_path / "nbgrader_config.py").read_text()
     assert 'db_assignments = [dict(name="ps1")]' in config and 'dict(id="alice")' in config
     compile(config, "nbgrader_config.py", "exec")
+
+
+def test_course_directory_of_some_chapters(tmp_path, capsys):
+    written = meta.make_course(tmp_path, "week1", chapters=("01", "03"))
+    assert [p.name for p in written] == [n for n in NAMES if n[:2] in ("01", "03")]
+    assert sorted(p.name for p in (tmp_path / "source" / "week1").iterdir()) == [p.name for p in written]
+    with pytest.raises(ValueError, match=r"two-digit chapter numbers among 01, .*got '1'"):
+        meta.make_course(tmp_path / "other", chapters=("1",))
+    with pytest.raises(SystemExit):
+        meta.main(["course", str(tmp_path / "cli"), "--chapters", "42"])
+    assert "got '42'" in capsys.readouterr().err

@@ -28,7 +28,7 @@ two strings for code and markdown), so the question text around an answer stays 
 
 Command line (run from the repository root)::
 
-    python -m tools.nbgrader_meta course DIR [--assignment NAME]   # a ready nbgrader course
+    python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02]   # a ready nbgrader course
     python -m tools.nbgrader_meta points                           # points per chapter
 """
 
@@ -280,16 +280,24 @@ def source_notebook(solution, filename: str):
 
 
 def make_course(course: Path, assignment: str = "attention", students: tuple[str, ...] = (),
-                solutions: Path | None = None) -> list[Path]:
-    """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``."""
+                solutions: Path | None = None, chapters: tuple[str, ...] = ()) -> list[Path]:
+    """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``
+    holding every chapter, or only those whose number is in ``chapters`` (e.g. ``("01", "02")``)."""
     solutions = nbtools.SOLUTIONS if solutions is None else solutions
+    files = nbtools.chapter_files(solutions)
+    known = [p.name[:2] for p in files]
+    unknown = [c for c in chapters if c not in known]
+    if unknown:
+        raise ValueError(f"chapters must be two-digit chapter numbers among {', '.join(known)}; "
+                         f"got {', '.join(map(repr, unknown))}")
+    files = [p for p in files if not chapters or p.name[:2] in chapters]
     source = Path(course) / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)
     listed = ", ".join(f'dict(id="{s}")' for s in students)
     (Path(course) / "nbgrader_config.py").write_text(
         NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8")
     written = []
-    for path in nbtools.chapter_files(solutions):
+    for path in files:
         target = source / path.name
         nbtools.write(source_notebook(nbtools.read(path), path.name), target)
         written.append(target)
@@ -303,10 +311,16 @@ def main(argv: list[str] | None = None) -> int:
     course = sub.add_parser("course", help="create an nbgrader course directory from solutions/")
     course.add_argument("directory", type=Path)
     course.add_argument("--assignment", default="attention")
+    course.add_argument("--chapters", nargs="+", default=(), metavar="NN",
+                        help="only these chapters, by number (default: all), e.g. --chapters 01 02 03")
     sub.add_parser("points", help="print the points of every chapter")
     args = parser.parse_args(argv)
     if args.command == "course":
-        for path in make_course(args.directory, args.assignment):
+        try:
+            written = make_course(args.directory, args.assignment, chapters=tuple(args.chapters))
+        except ValueError as exc:
+            parser.error(str(exc))
+        for path in written:
             print(f"wrote {path}")
         print(f"wrote {args.directory / 'nbgrader_config.py'}")
     else:

@@ -42,7 +42,7 @@ class Bug:
     exercise: str  # grade_id of the exercise cell (tools.nbgrader_meta names it)
     old: str
     new: str
-    mistake: str  # the id in course_utils/checks/mistakes.py that the self-check must name
+    mistake: str  # the id in course_utils/checks/mistakes/ that the self-check must name
 
 
 BUGS = {
@@ -57,6 +57,7 @@ BUGS = {
                 "targets_not_shifted"),
     "ch07": Bug("ch07_blockwise_causal_attention", "shrink = torch.exp(best - new_best)",
                 "shrink = torch.ones_like(best)", "online_no_rescale"),
+    "ch08": Bug("ch08_train_step", "    optimizer.zero_grad()\n", "", "grad_not_zeroed"),
     "ch09": Bug("ch09_repeat_kv", "kv.repeat_interleave(n_rep, dim=1)", "kv.repeat(1, n_rep, 1, 1)",
                 "gqa_repeat_not_interleave"),
 }
@@ -198,6 +199,18 @@ def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float
         for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
             out[f"{notebook.name}.ipynb"] = {g.name: (float(g.score), float(g.max_score))
                                               for g in notebook.grades if g.cell_type == "code"}
+    return out
+
+
+def written_answers(course: Path, student: str) -> dict[str, dict[str, tuple[float, bool]]]:
+    """{notebook file name: {grade_id: (max_score, needs_manual_grade)}} of one student's written answers."""
+    from nbgrader.api import Gradebook
+
+    out: dict[str, dict[str, tuple[float, bool]]] = {}
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
+            out[f"{notebook.name}.ipynb"] = {g.name: (float(g.max_score), bool(g.needs_manual_grade))
+                                              for g in notebook.grades if g.cell_type == "markdown"}
     return out
 
 

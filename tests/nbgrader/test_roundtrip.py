@@ -125,6 +125,19 @@ def test_feedback_shows_the_checks_diagnosis(trip):
             assert text in feedback, f"{name}: the feedback HTML lacks {text!r}"
 
 
+def test_written_answers_wait_for_a_person(trip):
+    """Every written-answer cell reaches the gradebook as manually graded, with its points, and
+    autograde gives it no score of its own: the instructor grades it in formgrader."""
+    answers = rt.written_answers(trip.course, "complete")
+    assert sum(len(cells) for cells in answers.values()) > 0
+    for name in trip.notebooks:
+        source = nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name)
+        wanted = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"]) for c in source.cells
+                  if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")}
+        assert {gid: top for gid, (top, _) in answers[name].items()} == wanted, name
+        assert all(manual for _, manual in answers[name].values()), f"{name}: a written answer was autograded"
+
+
 def test_solutions_in_the_course_carry_fresh_metadata(trip):
     for name in trip.notebooks:
         assert not nbgrader_meta.is_stale(nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name)
