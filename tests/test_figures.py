@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import matplotlib
 import pytest
 from PIL import Image
 
@@ -16,6 +17,20 @@ NOTEBOOKS = sorted([*ROOT.glob("solutions/*.ipynb"), *ROOT.glob("notebooks/*.ipy
 
 
 # ----------------------------------------------------------------------------- determinism
+def _pinned(package: str) -> str | None:
+    for line in (Path(__file__).resolve().parents[1] / "constraints.txt").read_text().splitlines():
+        if line.split("==")[0].strip().lower() == package:
+            return line.split("==")[1].strip()
+    return None
+
+
+same_matplotlib = pytest.mark.skipif(
+    matplotlib.__version__ != _pinned("matplotlib"),
+    reason=f"figures are byte-identical only with the pinned matplotlib {_pinned('matplotlib')} "
+           f"(constraints.txt); this is {matplotlib.__version__}")
+
+
+@same_matplotlib
 def test_committed_figures_match_the_code(tmp_path):
     """Redraw every figure (what `make figures` writes) and compare bytes with figures/ (the one slow test)."""
     F.generate(tmp_path)
@@ -71,6 +86,7 @@ def test_markdown_and_path_use_the_catalogue():
         F.markdown("nope")
 
 
+@same_matplotlib
 def test_cli_draws_the_named_figure_again_with_identical_bytes(tmp_path, capsys):
     assert F.main(["--out", str(tmp_path), "weight_split"]) == 0
     assert [p.name for p in tmp_path.iterdir()] == ["weight_split.png"]
