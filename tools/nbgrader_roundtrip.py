@@ -187,31 +187,26 @@ def run(course: Path) -> RoundTrip:
     return RoundTrip(course, names, seconds, bugs)
 
 
-def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """{notebook file name: {grade_id: (score, max_score)}} of one student's autograded (code) cells.
+def _gradebook(course: Path, student: str, cell_type: str, read) -> dict[str, dict]:
+    """{notebook file name: {grade_id: read(grade)}} of one student's cells of ``cell_type``.
 
     The gradebook names a notebook without ".ipynb"; the keys here are file names, as elsewhere.
     """
     from nbgrader.api import Gradebook
 
-    out: dict[str, dict[str, tuple[float, float]]] = {}
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
-        for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
-            out[f"{notebook.name}.ipynb"] = {g.name: (float(g.score), float(g.max_score))
-                                              for g in notebook.grades if g.cell_type == "code"}
-    return out
+        return {f"{notebook.name}.ipynb": {g.name: read(g) for g in notebook.grades if g.cell_type == cell_type}
+                for notebook in gb.find_submission(ASSIGNMENT, student).notebooks}
+
+
+def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """{notebook file name: {grade_id: (score, max_score)}} of one student's autograded (code) cells."""
+    return _gradebook(course, student, "code", lambda g: (float(g.score), float(g.max_score)))
 
 
 def written_answers(course: Path, student: str) -> dict[str, dict[str, tuple[float, bool]]]:
     """{notebook file name: {grade_id: (max_score, needs_manual_grade)}} of one student's written answers."""
-    from nbgrader.api import Gradebook
-
-    out: dict[str, dict[str, tuple[float, bool]]] = {}
-    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
-        for notebook in gb.find_submission(ASSIGNMENT, student).notebooks:
-            out[f"{notebook.name}.ipynb"] = {g.name: (float(g.max_score), bool(g.needs_manual_grade))
-                                              for g in notebook.grades if g.cell_type == "markdown"}
-    return out
+    return _gradebook(course, student, "markdown", lambda g: (float(g.max_score), bool(g.needs_manual_grade)))
 
 
 if __name__ == "__main__":
