@@ -18,15 +18,16 @@ NOTEBOOKS = sorted([*ROOT.glob("solutions/*.ipynb"), *ROOT.glob("notebooks/*.ipy
 
 # ----------------------------------------------------------------------------- determinism
 def _pinned(package: str) -> str | None:
-    for line in (Path(__file__).resolve().parents[1] / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
         if line.split("==")[0].strip().lower() == package:
             return line.split("==")[1].strip()
     return None
 
 
+PINNED_MATPLOTLIB = _pinned("matplotlib")
 same_matplotlib = pytest.mark.skipif(
-    matplotlib.__version__ != _pinned("matplotlib"),
-    reason=f"figures are byte-identical only with the pinned matplotlib {_pinned('matplotlib')} "
+    matplotlib.__version__ != PINNED_MATPLOTLIB,
+    reason=f"figures are byte-identical only with the pinned matplotlib {PINNED_MATPLOTLIB} "
            f"(constraints.txt); this is {matplotlib.__version__}")
 
 

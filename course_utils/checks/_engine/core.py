@@ -227,20 +227,22 @@ class Placement(TorchFunctionMode):
 
     @staticmethod
     def _storage(t: torch.Tensor) -> int:
+        """Address of ``t``'s storage; 0 when it has none (empty, or a tensor without storage)."""
         try:
-            return t.untyped_storage().data_ptr() or -1
+            return t.untyped_storage().data_ptr()
         except (RuntimeError, NotImplementedError):
-            return -1
+            return 0
 
     def _mark(self, result) -> None:
         for item in tree_flatten(result)[0]:
             if isinstance(item, torch.Tensor):
                 self.placed[id(item)] = item
                 self.storages.add(self._storage(item))
+        self.storages.discard(0)
 
     def _is_placed(self, t: torch.Tensor) -> bool:
         # a view shares its base's storage: older torch (2.3) slices without calling the mode
-        return id(t) in self.placed or self._storage(t) in self.storages - {-1}
+        return id(t) in self.placed or self._storage(t) in self.storages
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
