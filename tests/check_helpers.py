@@ -17,7 +17,7 @@ def assert_passes(check, *args, capsys) -> None:
 
 def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None = None) -> CheckFailure:
     """The check rejects the answer with a CheckFailure (an AssertionError) naming the mistake
-    ``bug`` (an id of course_utils/checks/mistakes.py) and/or containing ``diagnosis``."""
+    ``bug`` (an id of the catalogue in course_utils/checks/mistakes/) and/or containing ``diagnosis``."""
     with pytest.raises(CheckFailure) as info:
         check(*args)
     failure = info.value
