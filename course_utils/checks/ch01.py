@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -21,10 +22,40 @@ from ._engine import (
 # (tokens, embedding size) pairs; (7, 7) is square so a transposed answer has the right shape.
 _SHAPES = ((6, 3), (4, 5), (1, 2), (7, 7))
 _TOY = Recipe(mask="none", scale="none")  # chapter 01: plain dot products, no mask, no scaling
+_TOY_WEIGHTS = replace(_TOY, returns="weights")
 
 
 def _cases() -> list[torch.Tensor]:
     return [randn(n, d, seed=100 + i) for i, (n, d) in enumerate(_SHAPES)]
+
+
+def _expect(name: str, fn: Callable, inputs: list[torch.Tensor], what: str, expected: torch.Tensor,
+            where: str, candidates: Callable[[torch.Tensor], list], hint: str | None = None) -> None:
+    """``fn(*inputs)`` must return ``expected``; else the matching ``candidates(answer)`` is named."""
+    __tracebackhide__ = True
+    got = expect_tensor_output(name, call_pure(name, fn, inputs, what=what), what)
+    if not same(got, expected):
+        raise mismatch(name, got, expected, where, candidates(got), hint)
+
+
+def _check_on_inputs(name: str, fn: Callable, expected: Callable, candidates: Callable, done: str) -> None:
+    """``fn(inputs)`` on every case; ``expected`` and ``candidates`` are given the inputs."""
+    __tracebackhide__ = True
+    ensure_callable(name, fn, "a function fn(inputs)")
+    for inputs in _cases():
+        shape = tuple(inputs.shape)
+        _expect(name, fn, [inputs], f"fn(inputs of shape {shape})", expected(inputs),
+                f"With inputs of shape {shape}:", lambda got, x=inputs: candidates(x))
+    passed(name, f"{done} are right on {len(_SHAPES)} input shapes")
+
+
+def _score_mistakes(inputs: torch.Tensor, query: torch.Tensor) -> list:
+    return [
+        ("scores_no_sum", lambda: inputs * query),
+        ("scores_sum_over_tokens", lambda: (inputs * query).sum(dim=0)),
+        ("scores_all_pairs", lambda: inputs @ inputs.T),
+        ("scores_cosine", lambda: (inputs / inputs.norm(dim=-1, keepdim=True)) @ (query / query.norm())),
+    ]
 
 
 def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
@@ -34,19 +65,27 @@ def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tens
     ensure_callable(name, fn, "a function fn(query, inputs)")
     for inputs in _cases():
         for q_index in (0, inputs.shape[0] - 1):
-            query = inputs[q_index].clone()
-            expected = inputs @ query
-            what = f"fn(query, inputs of shape {tuple(inputs.shape)})"
-            got = expect_tensor_output(name, call_pure(name, fn, [query, inputs], what=what), what)
-            if same(got, expected):
-                continue
-            raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)} and query = inputs[{q_index}]:", [
-                ("scores_no_sum", lambda: inputs * query),
-                ("scores_sum_over_tokens", lambda: (inputs * query).sum(dim=0)),
-                ("scores_all_pairs", lambda: inputs @ inputs.T),
-                ("scores_cosine", lambda: (inputs / inputs.norm(dim=-1, keepdim=True)) @ (query / query.norm())),
-            ], "score i is torch.dot(query, inputs[i]).")
+            query, shape = inputs[q_index].clone(), tuple(inputs.shape)
+            _expect(name, fn, [query, inputs], f"fn(query, inputs of shape {shape})", inputs @ query,
+                    f"With inputs of shape {shape} and query = inputs[{q_index}]:",
+                    lambda got, x=inputs, q=query: _score_mistakes(x, q), "score i is torch.dot(query, inputs[i]).")
     passed(name, f"dot-product scores are right on {len(_SHAPES) * 2} cases")
+
+
+def _softmax_mistakes(x: torch.Tensor, got: torch.Tensor) -> list:
+    top = x.max(dim=-1, keepdim=True).values
+    candidates = [
+        ("softmax_global_max", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1, keepdim=True)),
+        ("divide_by_sum", lambda: x / x.sum(dim=-1, keepdim=True)),
+        ("softmax_no_normalise", lambda: x.exp()),
+        ("softmax_no_normalise", lambda: (x - top).exp()),
+        ("softmax_over_queries", lambda: torch.softmax(x, dim=0)),
+        ("softmax_no_keepdim", lambda: x.exp() / x.exp().sum(dim=-1)),
+        ("softmax_no_keepdim", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1)),
+    ]
+    if not torch.isfinite(got).all() and x.abs().max() > 100 and not same(got, candidates[0][1]()):
+        return [("softmax_overflow", lambda: got)]
+    return candidates
 
 
 def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -57,62 +96,26 @@ def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     cases = [randn(6, seed=1), randn(4, 4, seed=2) * 3, randn(3, 5, seed=3),
              torch.tensor([1000.0, 999.0, 998.0]), torch.tensor([[-1000.0, -1001.0], [5.0, 7.0]])]
     for x in cases:
-        expected = torch.softmax(x, dim=-1)
-        what = f"fn(x of shape {tuple(x.shape)})"
-        got = expect_tensor_output(name, call_pure(name, fn, [x], what=what), what)
-        if same(got, expected):
-            continue
-        top = x.max(dim=-1, keepdim=True).values
-        candidates = [
-            ("softmax_global_max", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1, keepdim=True)),
-            ("divide_by_sum", lambda: x / x.sum(dim=-1, keepdim=True)),
-            ("softmax_no_normalise", lambda: x.exp()),
-            ("softmax_no_normalise", lambda: (x - top).exp()),
-            ("softmax_over_queries", lambda: torch.softmax(x, dim=0)),
-            ("softmax_no_keepdim", lambda: x.exp() / x.exp().sum(dim=-1)),
-            ("softmax_no_keepdim", lambda: (x - x.max()).exp() / (x - x.max()).exp().sum(dim=-1)),
-        ]
-        if not torch.isfinite(got).all() and x.abs().max() > 100 and not same(got, candidates[0][1]()):
-            candidates = [("softmax_overflow", lambda: got)]
-        raise mismatch(name, got, expected, f"With x = {x.tolist()}:" if x.numel() < 8 else
-                       f"With x of shape {tuple(x.shape)}:", candidates)
+        where = f"With x = {x.tolist()}:" if x.numel() < 8 else f"With x of shape {tuple(x.shape)}:"
+        _expect(name, fn, [x], f"fn(x of shape {tuple(x.shape)})", torch.softmax(x, dim=-1), where,
+                lambda got, x=x: _softmax_mistakes(x, got))
     passed(name, f"stable softmax is right on {len(cases)} inputs, large scores included")
 
 
 def check_attention_weights(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(inputs)``: the (n, n) softmax-normalised dot-product weights."""
     __tracebackhide__ = True
-    name = "check_attention_weights"
-    ensure_callable(name, fn, "a function fn(inputs)")
-    for inputs in _cases():
-        expected = attention(inputs, inputs, inputs, Recipe(mask="none", scale="none", returns="weights"))
-        what = f"fn(inputs of shape {tuple(inputs.shape)})"
-        got = expect_tensor_output(name, call_pure(name, fn, [inputs], what=what), what)
-        if same(got, expected):
-            continue
-        scores = inputs @ inputs.T
-        raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)}:", [
-            ("raw_scores_as_weights", lambda: scores),
-            ("softmax_over_queries", lambda: torch.softmax(scores, dim=0)),
-            ("divide_by_sum", lambda: scores / scores.sum(dim=-1, keepdim=True)),
-        ])
-    passed(name, f"attention weights are right on {len(_SHAPES)} input shapes")
+    _check_on_inputs("check_attention_weights", fn, lambda x: attention(x, x, x, _TOY_WEIGHTS), lambda x: [
+        ("raw_scores_as_weights", lambda: x @ x.T),
+        ("softmax_over_queries", lambda: torch.softmax(x @ x.T, dim=0)),
+        ("divide_by_sum", lambda: x @ x.T / (x @ x.T).sum(dim=-1, keepdim=True)),
+    ], "attention weights")
 
 
 def check_context_vectors(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(inputs)``: every token's context vector, softmax(inputs @ inputs.T) @ inputs."""
     __tracebackhide__ = True
-    name = "check_context_vectors"
-    ensure_callable(name, fn, "a function fn(inputs)")
-    for inputs in _cases():
-        expected = attention(inputs, inputs, inputs, _TOY)
-        what = f"fn(inputs of shape {tuple(inputs.shape)})"
-        got = expect_tensor_output(name, call_pure(name, fn, [inputs], what=what), what)
-        if same(got, expected):
-            continue
-        weights = attention(inputs, inputs, inputs, Recipe(mask="none", scale="none", returns="weights"))
-        raise mismatch(name, got, expected, f"With inputs of shape {tuple(inputs.shape)}:", [
-            ("context_transposed_weights", lambda: weights.T @ inputs),
-            ("context_from_raw_scores", lambda: (inputs @ inputs.T) @ inputs),
-        ])
-    passed(name, f"context vectors are right on {len(_SHAPES)} input shapes")
+    _check_on_inputs("check_context_vectors", fn, lambda x: attention(x, x, x, _TOY), lambda x: [
+        ("context_transposed_weights", lambda: attention(x, x, x, _TOY_WEIGHTS).T @ x),
+        ("context_from_raw_scores", lambda: (x @ x.T) @ x),
+    ], "context vectors")

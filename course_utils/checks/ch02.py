@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
+from ..chapters import SelfAttention_v1, SelfAttention_v2
 from ._engine import (
     Recipe,
     attention,
@@ -37,8 +38,6 @@ from ._engine import (
 )
 
 _NAMES = ("W_query", "W_key", "W_value")
-
-
 _PLAIN = Recipe(mask="none")  # chapter 02 has no causal mask yet
 _VARIANTS = with_mask(variants("scale", "axis", "projections"), "none")
 
@@ -47,117 +46,68 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: Recipe = _PLAI
     return attention(q, k, v, r, x=x)
 
 
-class _ReferenceV1(nn.Module):
-    """SelfAttention_v1's parameters as the chapter creates them (for the weight-transfer check)."""
-
-    def __init__(self, d_in: int, d_out: int) -> None:
-        super().__init__()
-        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _attend(x @ self.W_query, x @ self.W_key, x @ self.W_value)
+class _ReferenceV1(SelfAttention_v1):
+    """The chapter's SelfAttention_v1, under the name the weight-transfer messages have always shown."""
 
 
-def _reference_v2(d_in: int, d_out: int) -> nn.Module:
-    return _chapter("SelfAttention_v2", d_in, d_out)
+# --------------------------------------------------------------------------- reading the projections
+# What each projection must be: (is wrong, diagnosis, hint), tried in order on the attribute ``w``;
+# the texts are formatted with name, d_in, d_out, w, kind (w's type), want and shape.
+_SHAPE = "With d_in={d_in}, d_out={d_out}, self.{name} must have shape {want}, but it has shape {shape}."
+_MATRIX_RULES = (  # SelfAttention_v1: nn.Parameter matrices
+    (lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter),
+     "self.{name} is a plain tensor, not an nn.Parameter, so it is not registered: module.parameters() does "
+     "not list it and an optimizer would never train it.",
+     "wrap it: self.{name} = nn.Parameter(torch.rand(d_in, d_out))."),
+    (lambda w, want: not isinstance(w, nn.Parameter),
+     "self.{name} should be an nn.Parameter of shape (d_in, d_out), but it is a {kind}.",
+     "SelfAttention_v1 stores raw weight matrices; nn.Linear comes with SelfAttention_v2."),
+    (lambda w, want: tuple(w.shape) == want[::-1] != want, _SHAPE,
+     "create it as torch.rand(d_in, d_out), so that x @ W maps d_in to d_out."),
+    (lambda w, want: tuple(w.shape) != want, _SHAPE, None),
+)
+_LINEAR_RULES = (  # SelfAttention_v2 and the batched class: nn.Linear layers
+    (lambda w, want: not isinstance(w, nn.Linear),
+     "self.{name} should be an nn.Linear layer, but it is a {kind}.",
+     "self.{name} = nn.Linear(d_in, d_out, bias=qkv_bias)."),
+    (lambda w, want: (w.in_features, w.out_features) != want,
+     "With d_in={d_in}, d_out={d_out}, self.{name} must map {d_in} features to {d_out}, but it is "
+     "nn.Linear({w.in_features}, {w.out_features}).",
+     "the arguments are nn.Linear(in_features, out_features) = nn.Linear(d_in, d_out)."),
+)
 
 
-def _chapter(name: str, *args):
-    from ._engine import chapters
-
-    cls = getattr(chapters(), name, None)
-    if cls is None:  # before chapter 02 is exported: three nn.Linear layers in the same order
-        module = nn.Module()
-        for attr in _NAMES:
-            setattr(module, attr, nn.Linear(*args, bias=False))
-        module.forward = lambda x: _attend(module.W_query(x), module.W_key(x), module.W_value(x))
-        return module
-    return cls(*args)
-
-
-# --------------------------------------------------------------------------- helpers
-def _missing_attribute(check: str, module: nn.Module, name: str, what: str):
-    found = sorted(n for n, _ in module.named_parameters(recurse=True)) or ["none"]
-    return fail(
-        check,
-        f"Your module has no attribute {name!r}. The chapter's classes keep their projections in "
-        f"self.W_query, self.W_key and self.W_value ({what}); the check reads them from there. "
-        f"Parameters found: {', '.join(found)}.",
-        "use exactly those three attribute names.",
-    )
-
-
-def _parameter_matrices(check: str, module: nn.Module, d_in: int, d_out: int):
-    """The three (d_in, d_out) nn.Parameter matrices of a SelfAttention_v1-style module."""
-    matrices = []
+def _projections(check: str, module: nn.Module, d_in: int, d_out: int, qkv_bias: bool | None) -> list:
+    """W_query, W_key, W_value: Parameter matrices (``qkv_bias`` None) or nn.Linear layers, validated."""
+    matrices = qkv_bias is None
+    rules = _MATRIX_RULES if matrices else _LINEAR_RULES
+    what = "nn.Parameter matrices" if matrices else "nn.Linear layers"
+    found = []
     for name in _NAMES:
         if not hasattr(module, name):
-            raise _missing_attribute(check, module, name, "nn.Parameter matrices")
+            params = sorted(n for n, _ in module.named_parameters(recurse=True)) or ["none"]
+            raise fail(check, f"Your module has no attribute {name!r}. The chapter's classes keep their "
+                       f"projections in self.W_query, self.W_key and self.W_value ({what}); the check reads "
+                       f"them from there. Parameters found: {', '.join(params)}.",
+                       "use exactly those three attribute names.")
         w = getattr(module, name)
-        if isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter):
-            raise fail(
-                check,
-                f"self.{name} is a plain tensor, not an nn.Parameter, so it is not registered: "
-                f"module.parameters() does not list it and an optimizer would never train it.",
-                f"wrap it: self.{name} = nn.Parameter(torch.rand(d_in, d_out)).",
-            )
-        if not isinstance(w, nn.Parameter):
-            raise fail(
-                check,
-                f"self.{name} should be an nn.Parameter of shape (d_in, d_out), but it is a "
-                f"{type(w).__name__}.",
-                "SelfAttention_v1 stores raw weight matrices; nn.Linear comes with SelfAttention_v2.",
-            )
-        if tuple(w.shape) != (d_in, d_out):
-            hint = None
-            if tuple(w.shape) == (d_out, d_in):
-                hint = "create it as torch.rand(d_in, d_out), so that x @ W maps d_in to d_out."
-            raise fail(
-                check,
-                f"With d_in={d_in}, d_out={d_out}, self.{name} must have shape {(d_in, d_out)}, "
-                f"but it has shape {tuple(w.shape)}.",
-                hint,
-            )
-        matrices.append(w.detach())
-    return matrices
-
-
-def _linear_layers(check: str, module: nn.Module, d_in: int, d_out: int, qkv_bias: bool):
-    """The three nn.Linear projections of a SelfAttention_v2-style module, validated."""
-    layers = []
-    for name in _NAMES:
-        if not hasattr(module, name):
-            raise _missing_attribute(check, module, name, "nn.Linear layers")
-        layer = getattr(module, name)
-        if not isinstance(layer, nn.Linear):
-            raise fail(
-                check,
-                f"self.{name} should be an nn.Linear layer, but it is a {type(layer).__name__}.",
-                f"self.{name} = nn.Linear(d_in, d_out, bias=qkv_bias).",
-            )
-        if (layer.in_features, layer.out_features) != (d_in, d_out):
-            raise fail(
-                check,
-                f"With d_in={d_in}, d_out={d_out}, self.{name} must map {d_in} features to "
-                f"{d_out}, but it is nn.Linear({layer.in_features}, {layer.out_features}).",
-                "the arguments are nn.Linear(in_features, out_features) = nn.Linear(d_in, d_out).",
-            )
-        if (layer.bias is not None) != qkv_bias:
-            state = "still has a bias" if layer.bias is not None else "has no bias"
+        for wrong, diagnosis, hint in rules:
+            if wrong(w, (d_in, d_out)):
+                text = {"name": name, "d_in": d_in, "d_out": d_out, "w": w, "kind": type(w).__name__,
+                        "want": (d_in, d_out), "shape": tuple(getattr(w, "shape", ()))}
+                raise fail(check, diagnosis.format(**text), hint and hint.format(**text))
+        if not matrices and (w.bias is not None) != qkv_bias:
+            state = "still has a bias" if w.bias is not None else "has no bias"
             raise fail_with(check, "qkv_bias_ignored", f"With qkv_bias={qkv_bias}, self.{name} {state}.")
-        layers.append(layer)
-    return layers
+        found.append(w)
+    return found
 
 
+# --------------------------------------------------------------------------- building and running
 @contextlib.contextmanager
 def _recording_dot_t() -> Iterator[list[int]]:
-    """Record the rank of every tensor whose ``.T`` is taken (quietly, without the warning).
-
-    On a tensor with more than two axes ``.T`` reverses *all* of them; PyTorch only warns
-    once per process, so the check watches the property itself.
-    """
+    """Record the rank of every tensor whose ``.T`` is taken: on more than two axes ``.T`` reverses
+    all of them, and PyTorch warns only once per process, so the check watches the property."""
     ranks: list[int] = []
 
     def reversed_axes(self: torch.Tensor) -> torch.Tensor:
@@ -173,22 +123,6 @@ def _recording_dot_t() -> Iterator[list[int]]:
             del torch.Tensor.T
         else:
             torch.Tensor.T = own  # type: ignore[assignment]
-
-
-def _compare_forward(check: str, got, x, q, k, v, where: str) -> None:
-    __tracebackhide__ = True
-    expected = _attend(q, k, v)
-    if same(got, expected):
-        return
-    raise mismatch(check, got, expected, where, [(bug, lambda r=r: _attend(q, k, v, r, x)) for bug, r in _VARIANTS],
-                   "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.")
-
-
-def _probes(check: str, module: nn.Module, x: torch.Tensor, where: str, qkv: Callable) -> None:
-    """Another device, and one training step whose gradients must match the reference's."""
-    __tracebackhide__ = True
-    probe_backward(check, module, x, where, lambda: _attend(*qkv(x)))
-    probe_device(check, module, x, where)
 
 
 def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None):
@@ -208,38 +142,48 @@ def _run(check: str, module: nn.Module, x: torch.Tensor, what: str):
     return expect_tensor_output(check, got, what)
 
 
-# (d_in, d_out, n_tokens): the first case has d_in, d_out and n all different and d_out
-# not 4, so every known mistake gives a different number there.
-_CASES_2D = ((3, 5, 4), (3, 2, 6), (6, 3, 7), (4, 4, 4), (2, 6, 1))
-
-
-# --------------------------------------------------------------------------- SelfAttention_v1
-def check_self_attention_v1(cls: type) -> None:
-    """Check a ``SelfAttention_v1(d_in, d_out)`` class: Parameter matrices, (n, d_in) inputs."""
+def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, linear: bool) -> None:
+    """Build ``cls`` per (d_in, d_out, n) case (with nn.Linear layers: qkv_bias on every other one),
+    compare its output with attention from its own projections, then probe the last one."""
     __tracebackhide__ = True
-    name = "check_self_attention_v1"
-    ensure_class(name, cls, "your class SelfAttention_v1 itself")
-    for i, (d_in, d_out, n) in enumerate(_CASES_2D):
-        module = _build(name, cls, (d_in, d_out), seed=200 + i)
-        wq, wk, wv = _parameter_matrices(name, module, d_in, d_out)
-        x = randn(n, d_in, seed=300 + i)
-        got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
-        where = f"With d_in={d_in}, d_out={d_out} and x of shape {tuple(x.shape)}:"
-        _compare_forward(name, got, x, x @ wq, x @ wk, x @ wv, where)
-    _probes(name, module, x, where, lambda x: (x @ module.W_query, x @ module.W_key, x @ module.W_value))
-    _check_initialisation(name, cls, 123, lambda: [torch.rand(3, 2) for _ in _NAMES], lambda m, n: getattr(m, n))
-    passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
+    for i, (d_in, d_out, n) in enumerate(cases):
+        qkv_bias = i % 2 == 1 if linear else None
+        module = _build(name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {})
+        weights = _projections(name, module, d_in, d_out, qkv_bias)
+        project = (lambda x, ws=weights: [w(x) if linear else x @ w for w in ws])
+        x = inputs(i, n, d_in)
+        bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
+        where = f"With d_in={d_in}, d_out={d_out}{bias} and x of shape {tuple(x.shape)}:"
+        with _recording_dot_t() if linear else contextlib.nullcontext([]) as ranks:
+            try:
+                got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
+            except AssertionError:
+                if any(r > 2 for r in ranks):
+                    raise fail_with(name, "dot_t_on_batch", where) from None
+                raise
+        if any(r > 2 for r in ranks):
+            raise fail_with(name, "dot_t_on_batch", where)
+        with torch.no_grad():
+            q, k, v = project(x)
+        expected = _attend(q, k, v)
+        if not same(got, expected):
+            candidates = [(b, lambda r=r: _attend(q, k, v, r, x)) for b, r in _VARIANTS]
+            raise mismatch(name, got, expected, where, candidates,
+                           "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.")
+    probe_backward(name, module, x, where, lambda: _attend(*project(x)))
+    probe_device(name, module, x, where)
 
 
-def _check_initialisation(check: str, cls: type, seed: int, draw: Callable, weight: Callable) -> None:
+def _check_initialisation(check: str, cls: type, seed: int, reference: type, linear: bool) -> None:
     """With torch.manual_seed(seed), the class must create the chapter's initial weights."""
     __tracebackhide__ = True
     module = _build(check, cls, (3, 2), seed=seed)
-    got = [weight(module, n).detach() for n in _NAMES]
     with preserved_rng():
         torch.manual_seed(seed)
-        expected = draw()
-    if all(same(g, e) for g, e in zip(got, expected, strict=True)):
+        chapter = reference(3, 2)
+    got, expected = ([getattr(m, n).weight if linear else getattr(m, n) for n in _NAMES]
+                     for m in (module, chapter))
+    if all(same(g.detach(), e) for g, e in zip(got, expected, strict=True)):
         return
     if {tuple(g.flatten().tolist()) for g in got} == {tuple(e.flatten().tolist()) for e in expected}:
         raise fail(check, "Your class computes the right thing, but creates its weights in a different order, so "
@@ -251,48 +195,44 @@ def _check_initialisation(check: str, cls: type, seed: int, draw: Callable, weig
                "create W_query, then W_key, then W_value as the chapter does, and nothing random before them.")
 
 
-# --------------------------------------------------------------------------- SelfAttention_v2
+# (d_in, d_out, n_tokens): the first case has d_in, d_out and n all different and d_out
+# not 4, so every known mistake gives a different number there.
+_CASES_2D = ((3, 5, 4), (3, 2, 6), (6, 3, 7), (4, 4, 4), (2, 6, 1))
+# (d_in, d_out, batch, n_tokens): batch, tokens and widths all differ in the first.
+_BATCH_CASES = ((3, 5, 2, 4), (4, 2, 3, 6), (6, 3, 1, 5), (2, 2, 4, 1))
+# (d_in, d_out): square first, so a copy without transpose does not crash but is caught.
+_TRANSFER_CASES = ((4, 4), (3, 2), (2, 5))
+
+
+# --------------------------------------------------------------------------- the checks
+def check_self_attention_v1(cls: type) -> None:
+    """Check a ``SelfAttention_v1(d_in, d_out)`` class: Parameter matrices, (n, d_in) inputs."""
+    __tracebackhide__ = True
+    name = "check_self_attention_v1"
+    ensure_class(name, cls, "your class SelfAttention_v1 itself")
+    _check_outputs(name, cls, _CASES_2D, 200, lambda i, n, d_in: randn(n, d_in, seed=300 + i), linear=False)
+    _check_initialisation(name, cls, 123, SelfAttention_v1, linear=False)
+    passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
+
+
 def check_self_attention_v2(cls: type) -> None:
     """Check a ``SelfAttention_v2(d_in, d_out, qkv_bias=False)`` class with nn.Linear layers."""
     __tracebackhide__ = True
     name = "check_self_attention_v2"
     ensure_class(name, cls, "your class itself (e.g. SelfAttention_v2)")
-    _check_linear_class(name, cls, _CASES_2D, lambda i, n, d_in: randn(n, d_in, seed=500 + i), 400)
-    _check_initialisation(name, cls, 789, lambda: _weights_of(_reference_v2(3, 2)),
-                          lambda m, n: getattr(m, n).weight)
+    _check_outputs(name, cls, _CASES_2D, 400, lambda i, n, d_in: randn(n, d_in, seed=500 + i), linear=True)
+    _check_initialisation(name, cls, 789, SelfAttention_v2, linear=True)
     passed(name, f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
 
 
-def _check_linear_class(name: str, cls: type, cases, inputs: Callable, seed: int, watch_t: bool = False) -> None:
+def check_batched_self_attention(cls: type) -> None:
+    """Check a class ``cls(d_in, d_out, qkv_bias=False)`` mapping (b, n, d_in) to (b, n, d_out)."""
     __tracebackhide__ = True
-    for i, (d_in, d_out, n) in enumerate(cases):
-        qkv_bias = i % 2 == 1
-        module = _build(name, cls, (d_in, d_out), seed=seed + i, kwargs={"qkv_bias": True} if qkv_bias else {})
-        layers = _linear_layers(name, module, d_in, d_out, qkv_bias)
-        x = inputs(i, n, d_in)
-        where = f"With d_in={d_in}, d_out={d_out}, qkv_bias={qkv_bias} and x of shape {tuple(x.shape)}:"
-        with _recording_dot_t() as ranks:
-            try:
-                got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
-            except AssertionError:
-                if any(r > 2 for r in ranks):
-                    raise fail_with(name, "dot_t_on_batch", where) from None
-                raise
-        if any(r > 2 for r in ranks):
-            raise fail_with(name, "dot_t_on_batch", where)
-        with torch.no_grad():
-            q, k, v = (layer(x) for layer in layers)
-        _compare_forward(name, got, x, q, k, v, where)
-    _probes(name, module, x, where, lambda x: [layer(x) for layer in layers])
-
-
-def _weights_of(module: nn.Module) -> list[torch.Tensor]:
-    return [getattr(module, n).weight for n in _NAMES]
-
-
-# --------------------------------------------------------------------------- weight transfer
-# (d_in, d_out): square first, so a copy without transpose does not crash but is caught.
-_TRANSFER_CASES = ((4, 4), (3, 2), (2, 5))
+    name = "check_batched_self_attention"
+    ensure_class(name, cls, "your class itself")
+    _check_outputs(name, cls, [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES], 800,
+                   lambda i, n, d_in: randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i), linear=True)
+    passed(name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")
 
 
 def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
@@ -303,7 +243,7 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
     for i, (d_in, d_out) in enumerate(_TRANSFER_CASES):
         with preserved_rng():
             torch.manual_seed(600 + i)
-            v1, v2 = _ReferenceV1(d_in, d_out), _reference_v2(d_in, d_out)
+            v1, v2 = _ReferenceV1(d_in, d_out), SelfAttention_v2(d_in, d_out)
         v1_before = {n: getattr(v1, n).detach().clone() for n in _NAMES}
         v2_before = {n: getattr(v2, n).weight.detach().clone() for n in _NAMES}
         where = f"With d_in={d_in}, d_out={d_out} (v1 matrices {(d_in, d_out)}, v2 weights {(d_out, d_in)}):"
@@ -319,8 +259,6 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
             if not same(v1(x), v2(x)):
                 raise fail(name, f"{where} after the copy v1 and v2 still give different outputs.")
     passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
-
-
 def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
     __tracebackhide__ = True
     v2_now = {n: getattr(v2, n).weight.detach() for n in _NAMES}
@@ -360,19 +298,3 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
                    "v1.W_query should equal v2.W_query.weight.T after the copy.")
     if swaps:
         raise fail_with(check, "transfer_swapped", where, detail="; ".join(swaps))
-
-
-# --------------------------------------------------------------------------- batched
-# (d_in, d_out, batch, n_tokens): batch, tokens and widths all differ in the first.
-_BATCH_CASES = ((3, 5, 2, 4), (4, 2, 3, 6), (6, 3, 1, 5), (2, 2, 4, 1))
-
-
-def check_batched_self_attention(cls: type) -> None:
-    """Check a class ``cls(d_in, d_out, qkv_bias=False)`` mapping (b, n, d_in) to (b, n, d_out)."""
-    __tracebackhide__ = True
-    name = "check_batched_self_attention"
-    ensure_class(name, cls, "your class itself")
-    batches = {n: b for _, _, b, n in _BATCH_CASES}
-    _check_linear_class(name, cls, [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES],
-                        lambda i, n, d_in: randn(batches[n], n, d_in, seed=900 + i), 800)
-    passed(name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")

@@ -58,9 +58,8 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
         pattern = got if got.dtype == torch.bool else got != 0
         if torch.equal(pattern, expected) and got.dtype == torch.bool:
             continue
-        for bug in ("mask_diagonal", "keep_mask", "mask_past"):
-            if torch.equal(pattern, mask_of({"mask_diagonal": "diagonal", "keep_mask": "keep",
-                                             "mask_past": "past"}[bug], n)):
+        for bug, kind in (("mask_diagonal", "diagonal"), ("keep_mask", "keep"), ("mask_past", "past")):
+            if torch.equal(pattern, mask_of(kind, n)):
                 raise fail_with(name, bug, where)
         wrong = torch.nonzero(pattern != expected)[0].tolist()
         raise fail(name, f"{where} entry {tuple(wrong)} should be {bool(expected[tuple(wrong)])}.",

@@ -39,9 +39,8 @@ def check_causal_attention(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_causal_attention"
     ensure_class(name, cls, "a class such as CausalAttention")
-    check_layer(name, cls, CAUSAL_CASES, CAUSAL_DROPOUT_CASE,
-                lambda module, owner, case: causal_layers(name, module, owner, case),
-                head_attention, CAUSAL_VARIANTS, chapters().CausalAttention)
+    check_layer(name, cls, CAUSAL_CASES, CAUSAL_DROPOUT_CASE, causal_layers, head_attention, CAUSAL_VARIANTS,
+                chapters().CausalAttention)
     passed(name, f"matches causal attention on {len(CAUSAL_CASES)} shapes (batch 1 to 3, "
            "n <= context_length, with and without bias); mask buffer, dropout and length limit right")
 

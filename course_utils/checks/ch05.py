@@ -4,36 +4,33 @@ the layer with the one attention pipeline and runs the behaviour probes."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import torch
 from torch import nn
 
 from ._engine import (
-    NO_DROP,
-    RIGHT,
     Case,
     MHAWeights,
-    Recipe,
-    Trace,
     call,
     causal_layers,
     chapters,
     check_layer,
+    check_mask_buffer,
     check_output_shape,
     ensure_class,
+    expect_value_error,
     fail,
     fail_with,
     find_linear,
-    head_attention,
     isolated,
     mha_reference,
     passed,
-    preserved_rng,
     qkv_layers,
     shown,
-    stub_failure,
     variants,
+    wrapper_reference,
 )
 
 # --------------------------------------------------------------------------- the wrapper
@@ -71,17 +68,6 @@ def _wrapper_heads(check: str, module: nn.Module, owner: str, case: Case) -> lis
     return layers
 
 
-def wrapper_reference(heads: list[dict[str, nn.Linear]], x: torch.Tensor, r: Recipe = RIGHT, drop=NO_DROP,
-                      trace: Trace | None = None) -> torch.Tensor:
-    """Every head on its own, outputs concatenated: (b, n, num_heads * d_out)."""
-    outs = [head_attention(layers, x, r, drop, trace, unit) for unit, layers in enumerate(heads)]
-    if r.concat == "stack":
-        return torch.stack(outs)
-    if r.concat == "reversed":
-        outs = outs[::-1]
-    return torch.cat(outs, dim={"last": -1, "reversed": -1, "dim0": 0, "dim1": 1}[r.concat])
-
-
 def check_multihead_wrapper(cls: type) -> None:
     """Check a ``MultiHeadAttentionWrapper(d_in, d_out, context_length, dropout, num_heads,
     qkv_bias=False)`` class: an nn.ModuleList ``heads`` of causal heads, each d_out wide,
@@ -89,9 +75,8 @@ def check_multihead_wrapper(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_multihead_wrapper"
     ensure_class(name, cls, "a class such as MultiHeadAttentionWrapper")
-    check_layer(name, cls, WRAPPER_CASES, WRAPPER_DROPOUT_CASE,
-                lambda module, owner, case: _wrapper_heads(name, module, owner, case),
-                wrapper_reference, WRAPPER_VARIANTS, chapters().MultiHeadAttentionWrapper)
+    check_layer(name, cls, WRAPPER_CASES, WRAPPER_DROPOUT_CASE, _wrapper_heads, wrapper_reference,
+                WRAPPER_VARIANTS, chapters().MultiHeadAttentionWrapper)
     passed(name, f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
            "with and without bias); heads registered, dropout right")
 
@@ -107,30 +92,15 @@ MHA_VARIANTS = variants("split", "axis", "heads_axis", "scale", "head_scale", "m
 
 
 def _mha_weights(check: str, module: nn.Module, owner: str, case: Case) -> MHAWeights:
-    qkv = qkv_layers(check, module, owner, case, case.d_out)
+    qkv = qkv_layers(check, module, owner, case)
     out_proj = find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
     if out_proj.bias is None:
         raise fail_with(check, "out_proj_bias_follows_qkv_bias", f"In {owner}:")
     head_dim = getattr(module, "head_dim", None)
     if head_dim == case.d_in // case.num_heads != case.d_out // case.num_heads:
         raise fail_with(check, "head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
-    from ._engine import check_mask_buffer
-
     check_mask_buffer(check, module, owner, case.context_length)
     return MHAWeights(qkv, out_proj, case.num_heads)
-
-
-def _check_divisibility(check: str, cls: type) -> None:
-    __tracebackhide__ = True
-    what = f"{cls.__name__}(d_in=4, d_out=5, context_length=6, dropout=0.0, num_heads=2)"
-    with preserved_rng():
-        try:
-            cls(4, 5, 6, 0.0, 2)
-        except NotImplementedError:
-            raise stub_failure(check, what) from None
-        except Exception:  # noqa: BLE001 - any clear refusal is right
-            return
-    raise fail_with(check, "no_divisibility_check", f"{what} was built without an error.")
 
 
 _HEAD_DIM_FROM_D_IN = re.compile(r"d_in\s*//\s*(self\.)?num_heads")
@@ -144,12 +114,9 @@ def check_multihead_attention(cls: type) -> None:
     name = "check_multihead_attention"
     ensure_class(name, cls, "a class such as MultiHeadAttention")
     try:
-        check_layer(name, cls, MHA_CASES, MHA_DROPOUT_CASE,
-                    lambda module, owner, case: _mha_weights(name, module, owner, case),
-                    mha_reference, MHA_VARIANTS, chapters().MultiHeadAttention)
+        check_layer(name, cls, MHA_CASES, MHA_DROPOUT_CASE, _mha_weights, mha_reference, MHA_VARIANTS,
+                    chapters().MultiHeadAttention)
     except AssertionError as failure:
-        import inspect
-
         try:
             source = inspect.getsource(cls.__init__)
         except (OSError, TypeError):
@@ -157,8 +124,10 @@ def check_multihead_attention(cls: type) -> None:
         if getattr(failure, "bug", None) is None and _HEAD_DIM_FROM_D_IN.search(source):
             raise fail_with(name, "head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
         raise
-    with isolated():
-        _check_divisibility(name, cls)
+    what = f"{cls.__name__}(d_in=4, d_out=5, context_length=6, dropout=0.0, num_heads=2)"
+    with isolated():  # any clear refusal of a d_out that num_heads does not divide is right
+        expect_value_error(name, lambda: cls(4, 5, 6, 0.0, 2), f"{what} was built without an error.", what,
+                           refusal=Exception, bug="no_divisibility_check")
     passed(name, f"matches split-head attention on {len(MHA_CASES)} configurations (2 and 3 heads, "
            "batch 1 to 3, with and without bias); mask, dropout, out_proj and the d_out check right")
 

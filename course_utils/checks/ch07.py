@@ -81,15 +81,13 @@ def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Te
         if not same(got, expected):
             raise mismatch(name, got, expected, f"With {what}:", _candidates(q, k, v, block),
                            "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
-        sdpa = [c for c in watch.calls if c[0] == "scaled_dot_product_attention"]
-        if sdpa:
+        if any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
             raise fail_with(name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
         if block < n:
             if any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
                 raise fail_with(name, "blockwise_full_scores", what=what, n=n)
-            rows = [c for c in watch.calls if c[0] in ("softmax", "_softmax") and c[2] and
-                    isinstance(c[2][0], torch.Tensor) and c[2][0].shape[-1] == n]
-            if rows:
+            if any(c[0] in ("softmax", "_softmax") and c[2] and isinstance(c[2][0], torch.Tensor)
+                   and c[2][0].shape[-1] == n for c in watch.calls):
                 raise fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
     probe_device(name, None, _inputs(0, 8, 4, 4), "With q, k and v on another device:",
                  fn=lambda q, k, v: fn(q, k, v, 3))

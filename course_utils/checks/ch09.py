@@ -1,18 +1,23 @@
 """Self-checks for chapter 09: padding masks, sliding windows, the cache mask, RoPE, GQA's repeat_kv.
 
 Each reference below is one small function whose keyword switches default to the right
-computation; every other switch value reproduces a catalogued mistake (``mistakes.py``,
-section "chapter 09"), so a wrong answer is named by finding the switch that reproduces it.
+computation; every other switch value reproduces a catalogued mistake (``mistakes/ch09.txt``),
+so a wrong answer is named by finding the switch that reproduces it.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ._engine import (
+    Recipe,
+    attention,
     call,
     call_pure,
+    chapters,
     ensure_callable,
     expect_tensor_output,
     fail,
@@ -38,10 +43,7 @@ def band(n_q: int, n_k: int, window: int, *, extra: int = 0, align: str = "botto
 
 def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
     """Softmax attention with a True = may-attend mask (NaN where a row has no allowed key)."""
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5  # (..., n_q, n_k)
-    if allowed is not None:
-        scores = scores.masked_fill(~allowed, -torch.inf)
-    return torch.softmax(scores, dim=-1) @ v  # (..., n_q, hd)
+    return attention(q, k, v, Recipe(mask="none"), mask=None if allowed is None else ~allowed)
 
 
 def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False):
@@ -57,20 +59,22 @@ def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, i
     return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
 
 
-def _named(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5):
-    """None if got equals expected; else the failure naming the first matching mistake."""
+def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5) -> None:
+    """Return if got equals expected; else raise the failure naming the first matching mistake."""
+    __tracebackhide__ = True
     if same(got.cpu(), expected.to(got.dtype), atol=atol):
-        return None
+        return
     for bug, make in candidates:
         try:
-            if same(got.cpu(), make().to(got.dtype), atol=atol):
-                return fail_with(check, bug, where)
+            found = same(got.cpu(), make().to(got.dtype), atol=atol)
         except Exception:  # noqa: BLE001 - a variant that cannot run here simply does not match
             continue
+        if found:
+            raise fail_with(check, bug, where)
     diff = (got.cpu().double() - expected.double()).abs().nan_to_num(nan=float("inf"))
     index = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    return fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
-                f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
+    raise fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
+               f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
 
 
 # --------------------------------------------------------------------------- sliding_window_mask
@@ -94,6 +98,9 @@ class Factories(TorchFunctionMode):
 
 
 WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
+WINDOW_BUGS = (("window_inverted", {"inverted": True}), ("window_cut_short", {"extra": -1}),
+               ("window_one_too_many", {"extra": 1}), ("window_not_causal", {"both_sides": True}),
+               ("window_top_left", {"align": "top"}))
 
 
 def check_sliding_window_mask(fn) -> None:
@@ -108,14 +115,8 @@ def check_sliding_window_mask(fn) -> None:
             got = expect_tensor_output(name, call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k))
             if got.dtype != torch.bool:
                 raise fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
-            candidates = [("window_inverted", lambda: band(n_q, n_k, window, inverted=True)),
-                          ("window_cut_short", lambda: band(n_q, n_k, window, extra=-1)),
-                          ("window_one_too_many", lambda: band(n_q, n_k, window, extra=1)),
-                          ("window_not_causal", lambda: band(n_q, n_k, window, both_sides=True)),
-                          ("window_top_left", lambda: band(n_q, n_k, window, align="top"))]
-            failure = _named(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
-            if failure:
-                raise failure
+            candidates = [(bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS]
+            _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
         what = "sliding_window_mask(4, 6, 2, device=torch.device('cpu'))"
         with Factories() as watch:
             call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
@@ -137,14 +138,15 @@ def check_attend_new_tokens(fn) -> None:
     ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
     with isolated():
         for b, h, n_q, n_k, hd, seed in CACHE_CASES:
-            q, k, v = randn(b, h, n_q, hd, seed=seed), randn(b, h, n_k, hd, seed=seed + 10), randn(b, h, n_k, hd, seed=seed + 20)
+            q = randn(b, h, n_q, hd, seed=seed)        # (b, h, n_q, hd): the newest tokens
+            k = randn(b, h, n_k, hd, seed=seed + 10)   # (b, h, n_k, hd): all tokens
+            v = randn(b, h, n_k, hd, seed=seed + 20)   # (b, h, n_k, hd)
             what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
             got = expect_tensor_output(name, call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd))
-            candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, band(n_q, n_k, n_k, align="top"))),
+            top_left = band(n_q, n_k, n_k, align="top")
+            candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
                           ("cache_mask_missing", lambda: masked_attention(q, k, v, None))]
-            failure = _named(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
-            if failure:
-                raise failure
+            _expect(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
     passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
 
 
@@ -161,27 +163,23 @@ def check_padded_causal_attention(fn) -> None:
     with isolated():
         for lengths, side, seed in PADDING_CASES:
             b, n = len(lengths), max(lengths)
-            pos, lens = torch.arange(n), torch.tensor(lengths)[:, None]
-            real = pos < lens if side == "right" else pos >= n - lens  # (b, n)
+            real = chapters().padding_mask(lengths, n, side)  # (b, n)
             q, k, v = (randn(b, 2, n, 4, seed=seed + i) for i in range(3))
             causal = torch.ones(n, n, dtype=torch.bool).tril()
             keep = causal & real[:, None, None, :]  # (b, 1, n, n)
             what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
-            got = expect_tensor_output(name, call_pure(name, fn, (q, k, v, real), what=what), what, (b, 2, n, 4))
-            rows = real[:, None, :, None].expand(b, 2, n, 4)
+            got = call_pure(name, fn, (q, k, v, real), what=what)
+            got = expect_tensor_output(name, got, what, (b, 2, n, 4))
+            rows = real[:, None, :, None].expand(b, 2, n, 4)  # the real query positions
 
-            def at_real(t):
-                return t[rows]
+            def at_real(allowed, zero=False):  # zero: NaN rows as a kernel's zeros
+                out = masked_attention(q, k, v, allowed)
+                return (out.nan_to_num(0.0) if zero else out)[rows]
 
             variants = (("padding_mask_inverted", ~keep), ("padding_ignored", causal),
                         ("padding_not_causal", real[:, None, None, :].expand(b, 1, n, n)))
-            candidates = [(bug, lambda m=m, zero=zero: at_real(masked_attention(q, k, v, m).nan_to_num(0.0) if zero
-                                                               else masked_attention(q, k, v, m)))
-                          for bug, m in variants for zero in (False, True)]  # NaN rows, or a kernel's zeros
-            failure = _named(name, at_real(got.cpu()), at_real(masked_attention(q, k, v, keep)),
-                             f"For {what}, at the real tokens:", candidates)
-            if failure:
-                raise failure
+            candidates = [(bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)]
+            _expect(name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates)
             if not torch.isfinite(got).all():
                 raise fail_with(name, "padding_nan_rows", f"For {what}:")
     passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
@@ -191,6 +189,10 @@ def check_padded_causal_attention(fn) -> None:
 # --------------------------------------------------------------------------- apply_rope
 ROPE_CASES = (((2, 3, 5, 8), None, None, 921), ((4, 6), (3, 10, 11, 50), None, 922),
               ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923))
+ROPE_BUGS = (("rope_layout_mixed", {"layout": "interleaved"}), ("rope_rotation_reversed", {"sign": -1.0}),
+             ("rope_frequency_exponent", {"pair_step": 1}), ("rope_frequency_exponent", {"pair_step": 4}),
+             ("rope_positions_ignored", {"ignore_positions": True}),
+             ("rope_base_ignored", {"base": 10_000.0}))
 
 
 def check_apply_rope(fn) -> None:
@@ -207,15 +209,9 @@ def check_apply_rope(fn) -> None:
             what = (f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
                     f"on x of shape {shape}")
             got = expect_tensor_output(name, call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape)
-            candidates = [("rope_layout_mixed", lambda: rope(x, pos, base, layout="interleaved")),
-                          ("rope_rotation_reversed", lambda: rope(x, pos, base, sign=-1.0)),
-                          ("rope_frequency_exponent", lambda: rope(x, pos, base, pair_step=1)),
-                          ("rope_frequency_exponent", lambda: rope(x, pos, base, pair_step=4)),
-                          ("rope_positions_ignored", lambda: rope(x, pos, base, ignore_positions=True)),
-                          ("rope_base_ignored", lambda: rope(x, pos, 10_000.0))]
-            failure = _named(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
-            if failure:
-                raise failure
+            candidates = [(bug, partial(rope, x, pos, **{"base": base, **switch}))
+                          for bug, switch in ROPE_BUGS]
+            _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
     passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
 
 
@@ -233,13 +229,12 @@ def check_repeat_kv(fn) -> None:
             kv = randn(b, g, n, hd, seed=seed)
             what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
             got = call_pure(name, fn, (kv,), rep, what=what)
-            if isinstance(got, torch.Tensor) and tuple(got.shape) in ((b, g, n * rep, hd), (b * rep, g, n, hd)) and rep > 1:
+            wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
+            if isinstance(got, torch.Tensor) and tuple(got.shape) in wrong_axis and rep > 1:
                 raise fail_with(name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
             got = expect_tensor_output(name, got, what, (b, g * rep, n, hd))
             candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
-            failure = _named(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
-            if failure:
-                raise failure
+            _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
     passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
 
 

@@ -1,41 +1,28 @@
-"""The engine's layer half: building a student's nn.Module, running it, and the behaviour
-probes every layer check runs (cases, another device, a second longer call, dropout, a
-training step with gradients, the length limit)."""
+"""The engine's layer half: building a student's nn.Module, running it, reading its weights by
+the book's names."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from .core import (
-    NO_DROP,
-    RIGHT,
     CheckFailure,
-    DeviceMix,
-    Placement,
-    Recipe,
-    Trace,
-    Watch,
     call,
-    describe_difference,
     expect_tensor_output,
     fail,
     fail_with,
-    isolated,
-    match_bug,
     passed,
     preserved_rng,
     randn,
-    same,
     stub_failure,
 )
+from .watch import Watch
 
 
-# --------------------------------------------------------------------------- layers: build and run
 def chapters():
     """The chapters' own code (the reference classes), exported from the solution notebooks."""
     from ... import chapters as module
@@ -74,8 +61,7 @@ class Case:
 
 def construct(check: str, cls: type, *args, what: str, seed: int | None = None, hint: str | None = None,
               **kwargs) -> nn.Module:
-    """``cls(*args, **kwargs)`` (under ``seed`` when given; the global RNG is restored), which
-    must be an nn.Module: a crash or anything else becomes a diagnosis."""
+    """``cls(*args, **kwargs)`` under ``seed`` (the global RNG restored); anything but an nn.Module is diagnosed."""
     __tracebackhide__ = True
     with preserved_rng():
         if seed is not None:
@@ -145,8 +131,8 @@ def find_linear(check: str, module: nn.Module, attr: str, owner: str, d_in: int,
     return layer
 
 
-def qkv_layers(check: str, module: nn.Module, owner: str, case: Case, d_out: int) -> dict[str, nn.Linear]:
-    return {name: find_linear(check, module, name, owner, case.d_in, d_out, case.qkv_bias)
+def qkv_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
+    return {name: find_linear(check, module, name, owner, case.d_in, case.d_out, case.qkv_bias)
             for name in ("W_query", "W_key", "W_value")}
 
 
@@ -170,7 +156,7 @@ def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length:
 
 def causal_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
     """The W_query, W_key, W_value layers of a causal head, after checking its mask buffer."""
-    layers = qkv_layers(check, module, owner, case, case.d_out)
+    layers = qkv_layers(check, module, owner, case)
     check_mask_buffer(check, module, owner, case.context_length)
     return layers
 
@@ -192,231 +178,7 @@ def check_output_shape(name: str, out: object, expected: tuple[int, ...], why: s
     passed(name, f"the output has shape {expected}")
 
 
-def expect_value_error(check: str, fn: Callable[[], object], where: str, stub: str) -> None:
-    """``fn()`` feeds a too-long input: it must raise ValueError (the course's one rule)."""
-    __tracebackhide__ = True
-    try:
-        fn()
-    except NotImplementedError:
-        raise stub_failure(check, stub) from None
-    except ValueError:
-        return
-    except Exception as exc:  # noqa: BLE001 - the wrong kind of refusal
-        raise fail_with(check, "length_error_not_value_error", where, error=type(exc).__name__) from None
-    raise fail_with(check, "no_length_check", where)
-
-
-def check_too_long(check: str, cls: type, case: Case) -> None:
-    """An input longer than context_length must raise ValueError (the course's one rule)."""
-    __tracebackhide__ = True
-    module, n = build(check, cls, case), case.context_length + 1
-    expect_value_error(check, lambda: module(case.inputs(n)), f"{case.describe(cls)} on a batch of {n} tokens:",
-                       case.describe(cls))
-
-
-def probe_second_call(check: str, module: nn.Module, inputs: Callable[[int], torch.Tensor],
-                      expected: Callable[[torch.Tensor], torch.Tensor], context_length: int, where: str,
-                      on_first: Callable[[int], None] | None = None) -> None:
-    """Calls with a short, a full-length, then a short input again must all match ``expected``:
-    catches a forward that overwrites its stored mask (self.mask = self.mask[:n, :n])."""
-    __tracebackhide__ = True
-    short = max(1, context_length // 3)
-    for i, n in enumerate((short, context_length, short)):
-        x = inputs(n)
-        try:
-            ok = same(module(x), expected(x))
-        except Exception:  # noqa: BLE001 - a crash on a later call is what is looked for
-            ok = False
-        if not ok and i == 0 and on_first is not None:
-            on_first(n)  # the first call is already wrong: report that difference instead
-        if not ok:
-            raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
-                            f"{context_length}, then {short} tokens:")
-
-
-# --------------------------------------------------------------------------- dropout
-DROPOUT_P = 0.3
-
-
-def _dropped(trace: Trace, inp: torch.Tensor) -> tuple[int, int | None] | None:
-    """(unit, head) when ``inp`` is a unit's attention weights (head None) or one head's slice."""
-    for unit, w in enumerate(trace.weights):
-        if same(inp, w):
-            return unit, None
-        if w.dim() == 4 and inp.dim() == 3:
-            for head in range(w.shape[1]):
-                if same(inp, w[:, head]):
-                    return unit, head
-    return None
-
-
-def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
-                  reference: Callable[..., torch.Tensor], seed: int) -> None:
-    """``module`` was built with dropout=DROPOUT_P; ``reference(drop=..., trace=...)`` recomputes it.
-    Eval mode must give the plain output; train mode must route every attention-weight tensor,
-    and nothing else, through dropout with p=DROPOUT_P, and use what it returns."""
-    __tracebackhide__ = True
-    trace = Trace()
-    plain = reference(drop=NO_DROP, trace=trace)
-    module.eval()
-    if not same(run(check, module, x, f"{where} in eval mode:"), plain):
-        raise fail_with(check, "dropout_in_eval", f"{where} after .eval():")
-    module.train()
-    watch = Watch()
-    with preserved_rng():
-        torch.manual_seed(seed)
-        got = run(check, module, x, f"{where} in train mode:", watch=watch)
-    active = watch.dropouts()
-    if not active:
-        if same(got, plain):
-            raise fail_with(check, "dropout_ignored", f"{where} in train mode:")
-        if abs(watch.sdpa_dropout() - DROPOUT_P) < 1e-9:
-            return  # scaled_dot_product_attention drops the weights inside, with the right p
-        raise fail(check, f"{where} in train mode the output changed, but no call to nn.Dropout or "
-                   "F.dropout was seen, so the check cannot tell what was dropped.",
-                   "use self.dropout = nn.Dropout(dropout) on the attention weights.")
-    places = [(trace.scores, "dropout_before_softmax"), (trace.context + [plain], "dropout_on_context"),
-              (trace.projections, "dropout_on_projections")]
-    dropped: dict[int, dict[int | None, torch.Tensor]] = {}
-    for inp, p, out in active:
-        found = _dropped(trace, inp)
-        if found is None:
-            bug = next((bug for tensors, bug in places if any(same(inp, t) for t in tensors)), None)
-            if bug:
-                raise fail_with(check, bug, f"{where} in train mode:")
-            raise fail(check, f"{where} in train mode, dropout was applied to a tensor of shape "
-                       f"{tuple(inp.shape)} that is not the attention weights.",
-                       "weights = self.dropout(weights) right after the softmax.")
-        if abs(p - DROPOUT_P) > 1e-9:
-            raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
-                            f"but its dropout used p={p:g}.")
-        dropped.setdefault(found[0], {})[found[1]] = out
-    full = {}
-    for unit, parts in dropped.items():
-        if None in parts:
-            full[unit] = parts[None]
-        elif len(parts) == trace.weights[unit].shape[1]:  # one head at a time, inside a loop
-            full[unit] = torch.stack([parts[h] for h in sorted(parts)], dim=1)
-    if len(full) < len(trace.weights):
-        raise fail(check, f"{where} in train mode, dropout reached the attention weights of only part of "
-                   "the heads.", "every head applies dropout to its attention weights.")
-    expected = reference(drop=lambda w, unit: full[unit])
-    if same(got, expected):
-        return
-    if same(got, plain):
-        raise fail_with(check, "dropout_unused", f"{where} in train mode:")
-    raise fail(check, f"{where} in train mode, with the dropout mask your layer drew: "
-               f"{describe_difference(expected, got.detach())}.",
-               "multiply the dropped-out weights with the values: self.dropout(weights) @ values.")
-
-
-# --------------------------------------------------------------------------- a whole layer check
-Read = Callable[[nn.Module, str, Case], object]
-
-
-def _compare(check, cls, case, read, compute, pairs, module=None, n=None):
-    module = module or build(check, cls, case)
-    owner, weights = case.describe(cls), read(module, case.describe(cls), case)
-    module.eval()
-    x = case.inputs(n)
-    where = f"With {owner} on a batch of shape {tuple(x.shape)}:"
-    full = case.inputs(case.context_length) if x.shape[1] < case.context_length else None
-    watch = Watch()
-    got = run(check, module, x, where, full, watch)
-    expected = compute(weights, x)
-    if not same(got, expected):
-        bug = match_bug(got, [(b, lambda r=r: compute(weights, x, r)) for b, r in pairs])
-        if bug == "keep_mask" and any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
-            bug = "sdpa_mask_inverted"
-        if bug:
-            raise fail_with(check, bug, where)
-        raise fail(check, f"{where} {describe_difference(expected, got)}.")
-    return module, weights
-
-
-def probe_device(check: str, module: nn.Module | None, x: torch.Tensor, where: str, fn: Callable | None = None) -> None:
-    """Run as if the module and its input were on another device (:class:`Placement`): a tensor
-    made on the CPU inside forward (or inside ``fn``) that meets them is named."""
-    __tracebackhide__ = True
-    args = list(x) if isinstance(x, (list, tuple)) else [x]
-    target = fn if fn is not None else module
-    placed = [*args, *(module.parameters() if module is not None else ()), *(module.buffers() if module is not None else ())]
-    try:
-        with preserved_rng(), torch.no_grad(), Placement(placed):
-            target(*args)
-    except DeviceMix as exc:
-        raise fail_with(check, "cpu_tensor_in_forward", where, error=str(exc)) from None
-    except Exception:  # noqa: BLE001 - other failures are reported by the other probes
-        pass
-
-
-def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None) -> None:
-    """The behaviour probes every layer check runs: another device, a longer second call and
-    back, one training step with dropout, gradients, the parameter count."""
-    __tracebackhide__ = True
-    where = f"With {case.describe(cls)}:"
-    module = build(check, cls, case)
-    if reference_cls is not None:
-        with preserved_rng():
-            want = sum(p.numel() for p in reference_cls(*case.args(), qkv_bias=case.qkv_bias).parameters())
-        have = sum(p.numel() for p in module.parameters())
-        if have != want:
-            raise fail_with(check, "parameter_count", where, detail=f"your layer has {have:,} parameters; "
-                            f"the chapter's class built with the same arguments has {want:,}.")
-    module.eval()
-    weights = read(module, where, case)  # read before the calls: a forward may replace its own buffers
-    probe_second_call(check, module, case.inputs, lambda x: compute(weights, x),
-                      case.context_length, where,
-                      lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n))
-    probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
-    x = case.inputs()
-    probe_backward(check, build(check, cls, case, DROPOUT_P), x, where)
-    module = build(check, cls, case)
-    probe_backward(check, module, x, where, lambda: compute(read(module, where, case), x))
-
-
-def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
-                   reference: Callable[[], torch.Tensor] | None = None) -> None:
-    """One training step: backward() must work, and with ``reference`` (recomputed from the same
-    parameters) every parameter must get the reference's gradient."""
-    __tracebackhide__ = True
-    module.train()
-    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    with torch.enable_grad(), preserved_rng():
-        wanted = None
-        if reference is not None:
-            wanted = torch.autograd.grad(reference().sum(), [p for _, p in params], allow_unused=True)
-        try:
-            module(x).sum().backward()
-        except RuntimeError as exc:
-            if "inplace" in str(exc):
-                raise fail_with(check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]) from None
-            raise fail(check, f"{where} backward() through your layer raised RuntimeError: {exc}") from None
-    for (name, p), g in zip(params, wanted or ()):
-        if (p.grad is None) != (g is None) or (g is not None and not same(p.grad, g)):
-            detail = (f"{name} gets no gradient" if p.grad is None else
-                      f"the gradient of {name} differs from the reference ({describe_difference(g, p.grad)})")
-            raise fail_with(check, "gradient_blocked", where, detail=detail)
-
-
-def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case, read: Read, compute: Callable,
-                pairs: Sequence[tuple[str, Recipe]], reference_cls: type | None = None) -> None:
-    """Everything a layer check does: outputs on every case, probes, length limit, dropout."""
-    __tracebackhide__ = True
-    with isolated():
-        for case in cases:
-            _compare(check, cls, case, read, compute, pairs)
-        module = build(check, cls, dropout_case, DROPOUT_P)
-        weights = read(module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
-        x = dropout_case.inputs()
-        check_dropout(check, module, x, f"With {dropout_case.describe(cls, DROPOUT_P)}", seed=dropout_case.seed,
-                      reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace))
-        probe_layer(check, cls, cases[-1], read, compute, reference_cls)
-        check_too_long(check, cls, cases[-1])
-
-
 __all__ = [
-    "DROPOUT_P", "Case", "Read", "build", "construct", "causal_layers", "chapters", "check_dropout", "check_layer", "check_mask_buffer",
-    "check_output_shape", "check_too_long", "expect_value_error", "find_linear", "probe_backward", "probe_device", "probe_layer",
-    "probe_second_call", "qkv_layers", "run",
+    "Case", "build", "causal_layers", "chapters", "check_mask_buffer", "check_output_shape", "construct",
+    "find_linear", "qkv_layers", "run",
 ]

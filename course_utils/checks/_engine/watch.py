@@ -1,0 +1,103 @@
+"""Watching torch calls: a second device simulated on the CPU, and a record of dropout,
+SDPA and softmax calls."""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+
+class DeviceMix(RuntimeError):
+    pass
+
+
+class Placement(TorchFunctionMode):
+    """A second device without a second device (the meta device's first use costs seconds of imports).
+    The tensors given, everything computed from them and everything made with an explicit device
+    count as *placed*; a tensor of one or more dimensions made without a device (``torch.ones(n, n)``)
+    that meets a placed one raises :class:`DeviceMix`, as a GPU would. Indexing with one is allowed."""
+
+    _MOVES = ("to", "type_as", "cuda")
+
+    def __init__(self, placed) -> None:
+        super().__init__()
+        self.placed: dict[int, torch.Tensor] = {}  # the tensors are kept, so ids and storages stay unique
+        self.storages: set[int] = set()
+        self._mark(list(placed))
+
+    @staticmethod
+    def _storage(t: torch.Tensor) -> int:
+        """Address of ``t``'s storage; 0 when it has none (empty, or a tensor without storage)."""
+        try:
+            return t.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return 0
+
+    def _mark(self, result) -> None:
+        for item in tree_flatten(result)[0]:
+            if isinstance(item, torch.Tensor):
+                self.placed[id(item)] = item
+                self.storages.add(self._storage(item))
+        self.storages.discard(0)
+
+    def _is_placed(self, t: torch.Tensor) -> bool:
+        # a view shares its base's storage: older torch (2.3) slices without calling the mode
+        return id(t) in self.placed or self._storage(t) in self.storages
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        flat = tree_flatten((args, kwargs))[0]
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        here = any(self._is_placed(t) for t in tensors)
+        moved = name in self._MOVES and any(isinstance(a, torch.device)
+                                            or (isinstance(a, torch.Tensor) and self._is_placed(a)) for a in flat[1:])
+        if here and not moved and name not in ("__getitem__", "cpu"):
+            stray = [t for t in tensors if not self._is_placed(t) and t.dim() > 0]
+            if stray:
+                raise DeviceMix(f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
+                                f"device in {name}")
+        result = func(*args, **kwargs)
+        device = kwargs.get("device")
+        if moved or (here and name != "cpu") or (device is not None and device != "cpu"):
+            self._mark(result)
+        return result
+
+
+class Watch(TorchFunctionMode):
+    """Records dropout, SDPA and softmax calls and the shapes of all results."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls, self.shapes = [], []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        before = args[0].detach().clone() if name == "dropout" and args and isinstance(args[0], torch.Tensor) else None
+        result = func(*args, **kwargs)
+        if name in ("dropout", "scaled_dot_product_attention", "softmax", "_softmax"):
+            self.calls.append((name, before, args, kwargs, result))
+        for item in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(item, torch.Tensor):
+                self.shapes.append(tuple(item.shape))
+        return result
+
+    def dropouts(self) -> list[tuple[torch.Tensor, float, torch.Tensor]]:
+        """(input, p, output) of every active dropout call (train mode, p > 0)."""
+        found = []
+        for name, before, args, kwargs, result in self.calls:
+            if name == "dropout":
+                p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+                training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+                if training and p > 0:
+                    found.append((before, float(p), result.detach()))
+        return found
+
+    def sdpa_dropout(self) -> float:
+        return max([float(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
+                    for n, _, a, kw, _ in self.calls if n == "scaled_dot_product_attention"] or [0.0])
+
+
+__all__ = ["DeviceMix", "Placement", "Watch"]
