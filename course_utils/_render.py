@@ -28,22 +28,19 @@ _scratch: list[RendererAgg] = []  # one off-screen renderer, reused while the si
 
 
 def _key(text: Text, renderer, anchor: tuple[float, float]) -> tuple | None:
-    """What a string's pixels depend on, or None for texts drawn the ordinary way.
-
-    Glyphs are placed to a fraction of a pixel, so the anchor's offset from the nearest pixel
-    (to a quarter pixel) is part of the key: a pasted string is never more than 1/4 pixel off.
-    """
+    """What a string's pixels depend on, or None for texts drawn the ordinary way."""
     if (type(text) not in (Text, Annotation) or text.get_usetex() or text.get_wrap() or text.get_bbox_patch() is not None
             or text.get_path_effects()):
         return None
     return (text.get_text(), to_rgba(text.get_color(), text.get_alpha()), text.get_fontproperties(),
             text.get_rotation(), text.get_rotation_mode(), text.get_horizontalalignment(),
             text.get_verticalalignment(), _linespacing(text), text.get_antialiased(), renderer.dpi,
+            # glyphs sit at fractions of a pixel: the anchor's offset (in quarter pixels) is part of the key
             round(4 * (anchor[0] - round(anchor[0]))), round(4 * (anchor[1] - round(anchor[1]))))
 
 
 def _linespacing(text: Text) -> float:
-    """Line spacing of ``text`` (``get_linespacing`` arrived in matplotlib 3.11; older ones keep it private)."""
+    """Line spacing of ``text`` (public from matplotlib 3.11)."""
     getter = getattr(text, "get_linespacing", None)
     return getter() if getter is not None else getattr(text, "_linespacing", 1.2)
 
@@ -128,13 +125,8 @@ def encode_png(rgba) -> bytes:
 
 
 def render_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes, redrawing only its animated artists when nothing else changed.
-
-    Artists marked ``animated`` do not make the figure stale when they change, so a figure
-    that is not stale keeps its background (axes, ticks, labels): only the animated artists
-    are drawn again on top of it, texts from the sprite cache. Anything else that changed
-    triggers a full draw.
-    """
+    """The figure as PNG bytes; when only ``animated`` artists changed (the figure is not stale), only
+    they are drawn again over the kept background (texts from the sprite cache), else all of it."""
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     background = fig.__dict__.get("_course_background")
     if fig.stale or background is None or background[0] != canvas.get_width_height():

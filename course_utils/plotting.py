@@ -22,10 +22,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib import colormaps
-from matplotlib.colors import Normalize, to_rgba
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from ._render import render_png  # noqa: F401  (the live explorers' fast PNG frames)
+from ._render import render_png  # the live explorers' fast PNG frames
 from .validation import CourseInputError, expect_int, expect_tensor
 
 # ----------------------------------------------------------------------------- the palette
@@ -61,18 +61,6 @@ def check_labels(labels: Sequence[str] | None, n: int, what: str = "labels", per
     return labels
 
 
-def _luminance(rgb: np.ndarray) -> np.ndarray:
-    """WCAG relative luminance of RGB colours in [0, 1] (last axis: r, g, b)."""
-    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    return linear @ np.array([0.2126, 0.7152, 0.0722])
-
-
-def readable_text_colour(background) -> str:
-    """Black or white, whichever reads better on ``background`` (WCAG relative luminance)."""
-    # Contrast with black is (L + 0.05) / 0.05, with white 1.05 / (L + 0.05): equal at L ~ 0.179.
-    return "black" if _luminance(np.array(to_rgba(background)[:3])) > 0.179 else "white"
-
-
 def format_value(value: float, decimals: int = 2) -> str:
     if math.isnan(value):
         return ""
@@ -99,21 +87,34 @@ def tick_labels(ax, labels: Sequence[str], axis: str = "x") -> None:
                   ha="right" if slanted else "center", rotation_mode="anchor")
 
 
+def expect_map(value: object, name: str, **expect) -> torch.Tensor:
+    """``value`` detached, float32, on the CPU if it is a real 2-d tensor with a row and a column; else a clear error."""
+    expect_tensor(value, name, ndim=2, **expect)
+    if value.is_complex():
+        raise CourseInputError(f"{name} must hold real numbers, but got dtype {value.dtype}.")
+    if min(value.shape) < 1:
+        raise CourseInputError(f"{name} must have at least one row and one column, "
+                               f"but got shape {tuple(value.shape)}.")
+    return value.detach().to("cpu", torch.float32)
+
+
+def finite_range(data: torch.Tensor) -> tuple[float, float]:
+    """The smallest and largest finite value of ``data``; (0, 1) when none is finite."""
+    finite = data[torch.isfinite(data)]
+    return (float(finite.min()), float(finite.max())) if finite.numel() else (0.0, 1.0)
+
+
 # ----------------------------------------------------------------------------- updatable artists
 class Heat:
-    """An attention map on ``ax`` whose numbers can be replaced: ``Heat(...).update(data)``.
-
-    ``animated=True`` marks the image and the cell texts as the parts that change, so the
-    explorer helper redraws only them (see :func:`render_png`).
-    """
+    """An attention map on ``ax`` whose numbers can be replaced; ``animated`` parts are redrawn alone."""
 
     def __init__(self, ax, data: torch.Tensor, *, vmin: float, vmax: float, annotate: bool,
                  cmap: str = CMAP, animated: bool = False, decimals: int = 2) -> None:
         # Masked cells take the axes' own colour, opaque, so a redraw over an old frame covers them.
         self.colours = colormaps[cmap].with_extremes(bad=ax.get_facecolor())
         self.ax, self.norm, self.decimals = ax, Normalize(vmin=vmin, vmax=vmax), decimals
-        self.image = ax.imshow(self._shown(data), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
-                               interpolation="nearest", animated=animated)
+        self.image = ax.imshow(np.zeros(tuple(data.shape)), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
+                               interpolation="nearest", animated=animated)  # the data comes in update()
         self.texts = []
         if annotate:
             size = 8 if max(data.shape) <= 6 else 7
@@ -121,28 +122,23 @@ class Heat:
                           for i in range(data.shape[0]) for j in range(data.shape[1])]
         self.update(data)
 
-    @staticmethod
-    def _shown(data: torch.Tensor):
-        return data.masked_fill(~torch.isfinite(data), float("nan")).numpy()
-
     def update(self, data: torch.Tensor) -> None:
-        shown = self._shown(data)
+        shown = data.masked_fill(~torch.isfinite(data), float("nan")).numpy()
         self.image.set_data(shown)
         if not self.texts:
             return
         cells = self.colours(self.norm(shown))[..., :3].reshape(-1, 3)  # (n * m, 3) masked: background
-        dark = _luminance(cells) <= 0.179
+        linear = np.where(cells <= 0.04045, cells / 12.92, ((cells + 0.055) / 1.055) ** 2.4)
+        # WCAG relative luminance L; contrast with black is (L + 0.05) / 0.05, with white
+        # 1.05 / (L + 0.05): equal at L ~ 0.179.
+        dark = linear @ np.array([0.2126, 0.7152, 0.0722]) <= 0.179
         for text, value, white in zip(self.texts, data.flatten().tolist(), dark.tolist()):
             text.set_text(format_value(value, self.decimals))
             text.set_color("white" if white else "black")
 
 
 class Bars:
-    """Bars with their values written above them, replaceable: ``Bars(...).update(values)``.
-
-    Non-finite values (masked keys) draw as empty bars labelled ``-inf``. ``colour`` is
-    one colour, a list of colours, or ``None`` for the colormap of the heights (0 to ``top``).
-    """
+    """Bars with their values above them (non-finite: empty, ``-inf``); ``colour`` None: the colormap."""
 
     def __init__(self, ax, values: torch.Tensor, *, x=None, width: float = 0.8, colour=None,
                  top: float = 1.0, fontsize: float = 8, animated: bool = False) -> None:
@@ -169,14 +165,32 @@ class Bars:
             text.set_verticalalignment("bottom" if h >= 0 else "top")
 
 
-def plain_axes(ax, xlabel: str = "", ylabel: str = "", title: str = "") -> None:
-    """Axis titles, a zero line and no top/right frame: the look of every bar chart."""
+def plain_axes(ax, xlabel: str = "", ylabel: str = "", title: str = "", **grid) -> None:
+    """Axis titles, a zero line (or, given ``grid`` options, a light grid) and no top/right frame."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title)
-    ax.axhline(0, color="#333333", linewidth=0.8)
+    if grid:
+        ax.grid(True, color="#E5E5E5", linewidth=0.6, **grid)
+    else:
+        ax.axhline(0, color="#333333", linewidth=0.8)
     ax.spines[["top", "right"]].set_visible(False)
+
+
+def draw_map(ax, data: torch.Tensor, rows: Sequence[str], cols: Sequence[str], *, xlabel: str = "key (attended to)",
+             ylabel: str = "query (attending)", title: str | None = None, colorbar: bool = True, **heat) -> Heat:
+    """A labelled :class:`Heat` map on ``ax`` (what :func:`heatmap` draws, without its checks)."""
+    heat = Heat(ax, data, **heat)
+    tick_labels(ax, cols)
+    tick_labels(ax, rows, "y")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(heat.image, ax=ax, shrink=0.8)
+    return heat
 
 
 # ----------------------------------------------------------------------------- public plots
@@ -209,37 +223,22 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
 
         cu.plotting.heatmap(attn_weights, cu.EXAMPLE_TOKENS, title="attention weights");
     """
-    expect_tensor(weights, "weights", ndim=2)
-    if weights.is_complex():
-        raise CourseInputError(f"weights must hold real numbers, but got dtype {weights.dtype}.")
-    data = weights.detach().to("cpu", torch.float32)
+    data = expect_map(weights, "weights")
     n_rows, n_cols = data.shape
-    if n_rows == 0 or n_cols == 0:
-        raise CourseInputError(f"weights must have at least one row and one column, "
-                               f"but got shape {tuple(data.shape)}.")
     rows = check_labels(row_labels, n_rows, "row_labels", "row")
     cols = check_labels(col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
                         n_cols, "col_labels", "column")
-    finite = data[torch.isfinite(data)]
-    lo = float(vmin) if vmin is not None else (float(finite.min()) if finite.numel() else 0.0)
-    hi = float(vmax) if vmax is not None else (float(finite.max()) if finite.numel() else 1.0)
+    lo, hi = finite_range(data)
+    lo, hi = float(vmin) if vmin is not None else lo, float(vmax) if vmax is not None else hi
     if lo > hi:
         raise CourseInputError(f"vmin must not exceed vmax, but got vmin={lo} and vmax={hi}.")
     if ax is None:
         fig = new_figure((max(3.2, 0.6 * n_cols + 1.8), max(2.8, 0.5 * n_rows + 1.4)))
         ax = fig.add_subplot()
-    fig = ax.figure
     annotate = n_rows <= 8 and n_cols <= 8 if annotate is None else annotate
-    heat = Heat(ax, data, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap, decimals=decimals)
-    tick_labels(ax, cols)
-    tick_labels(ax, rows, "y")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    if colorbar:
-        fig.colorbar(heat.image, ax=ax, shrink=0.8)
-    return fig
+    draw_map(ax, data, rows, cols, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap, decimals=decimals,
+             xlabel=xlabel, ylabel=ylabel, title=title, colorbar=colorbar)
+    return ax.figure
 
 
 def weights_bar(weights_1d: torch.Tensor, labels: Sequence[str] | None = None, *,
@@ -266,16 +265,15 @@ def weights_bar(weights_1d: torch.Tensor, labels: Sequence[str] | None = None, *
     names = check_labels(labels, n)
     if ax is None:
         ax = new_figure((max(3.6, 0.7 * n + 1.4), 3.0)).add_subplot()
-    finite = data[torch.isfinite(data)]
-    top = max(1.0, float(finite.max())) if finite.numel() else 1.0
-    bottom = min(0.0, float(finite.min())) if finite.numel() else 0.0
+    bottom, top = finite_range(data)
+    bottom, top = min(0.0, bottom), max(1.0, top)
     Bars(ax, data, top=top)
     ax.set_ylim(bottom * 1.1, top * 1.15)
     tick_labels(ax, names)
     if title is None:
         title = f"weights of query {query_label!r}" if query_label is not None else "attention weights"
     plain_axes(ax, "key (attended to)", "weight", title)
-    total = float(finite.sum()) if finite.numel() else 0.0
+    total = float(data[torch.isfinite(data)].sum())  # 0 when nothing is finite
     ax.text(0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9)
     return ax.figure
 
@@ -312,9 +310,7 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str] | None = None, *,
     ncols = min(expect_int(ncols, "ncols", minimum=1) if ncols is not None else 4, num_heads)
     nrows = math.ceil(num_heads / ncols)
     annotate = n_rows <= 6 and n_cols <= 6 if annotate is None else annotate
-    finite = data[torch.isfinite(data)]
-    lo = float(finite.min()) if finite.numel() else 0.0
-    hi = float(finite.max()) if finite.numel() else 1.0
+    lo, hi = finite_range(data)
     cell = max(2.4, 0.42 * n_cols + 1.3)
     fig = new_figure((cell * ncols + (0.9 if shared_scale else 0.6 * ncols), cell * nrows * 0.95))
     axes = fig.subplots(nrows, ncols, squeeze=False)
@@ -365,17 +361,8 @@ def handles(fig: Figure) -> dict:
 
 
 class Explorer:
-    """Live controls and one picture that ``compute`` + ``draw`` update when a control moves.
-
-    Attributes:
-        controls: the control widgets by the name of ``compute``'s argument.
-        figure: the one figure, reused for every redraw.
-        view: what ``compute`` returned for the current values.
-        image: the ``ipywidgets.Image`` showing the figure as PNG.
-        message: an ``ipywidgets.HTML`` that explains rejected values (empty otherwise).
-        widget: ``VBox(controls + [message, image])``: what the notebook shows.
-        error: the explanation of the last rejected values, or ``None``.
-    """
+    """Live controls (``controls``, by ``compute``'s argument names) over one ``figure`` redrawn as
+    the PNG ``image``; ``message`` (and ``error``) explain rejected values; ``widget`` is shown."""
 
     def __init__(self, compute: Callable[..., Any], draw: Callable[[Figure, Any], None], controls: dict,
                  figsize: tuple[float, float], view: Any = None) -> None:
@@ -393,11 +380,8 @@ class Explorer:
         self.update(view=view)
 
     def update(self, change=None, view: Any = None) -> None:
-        """Compute for the controls' values, update the figure, send the new PNG.
-
-        PyTorch runs on one thread meanwhile: an explorer's tensors are tiny, and waking a
-        thread pool on a busy machine can cost more than the work (measured: 16 ms stalls).
-        """
+        """Compute for the controls' values, update the figure, send the new PNG."""
+        # One PyTorch thread: the tensors are tiny, and waking a pool can cost more (measured: 16 ms stalls).
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
@@ -461,14 +445,7 @@ def explorer(compute: Callable[..., Any], draw: Callable[[Figure, Any], None], v
         draw(fig, view)
         _display(fig)
         print(STATIC_NOTE)
-        return None
-    import ipywidgets as widgets
+    else:
+        import ipywidgets as widgets
 
-    _display(Explorer(compute, draw, controls(widgets), figsize, view))
-    return None
-
-
-def slider_style() -> dict:
-    """Keyword arguments shared by every explorer slider (wide, label in full, update on release)."""
-    return {"style": {"description_width": "initial"}, "layout": {"width": "460px"},
-            "continuous_update": False}
+        _display(Explorer(compute, draw, controls(widgets), figsize, view))

@@ -1,4 +1,4 @@
-"""Pieces shared by the explorers: animated titles, token labels, row-sum bars."""
+"""Pieces shared by the explorers: animated titles, token labels, checks, GPU lines, row-sum bars."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 from .. import plotting as P
 from ..data import EXAMPLE_TOKENS, example_inputs
-from ..validation import CourseInputError, expect_tensor
+from ..validation import CourseInputError, expect_int
 
 
 def _title(ax, text: str, **kwargs) -> None:
@@ -23,15 +23,44 @@ def _title(ax, text: str, **kwargs) -> None:
 def _tokens(inputs: torch.Tensor | None, labels: Sequence[str] | None, what: str, example=example_inputs):
     """The explorer's 2-d ``inputs`` on the CPU and one label per row (the example's by default)."""
     if inputs is None:
-        inputs, default = example(), EXAMPLE_TOKENS
+        inputs, default = example(), EXAMPLE_TOKENS  # a fresh float32 CPU tensor
     else:
-        expect_tensor(inputs, what, ndim=2, floating=True)
-        if min(inputs.shape) < 1:
-            raise CourseInputError(f"{what} must have at least one row and one column, "
-                                   f"but got shape {tuple(inputs.shape)}.")
-        default = [str(i) for i in range(inputs.shape[0])]
-    inputs = inputs.detach().to("cpu", torch.float32)
+        inputs, default = P.expect_map(inputs, what, floating=True), None  # labels 0..n-1
     return inputs, P.check_labels(labels, inputs.shape[0], "labels", f"row of {what}", default)
+
+
+def slider_style() -> dict:
+    """Keyword arguments shared by every explorer slider (wide, label in full, update on release)."""
+    return {"style": {"description_width": "initial"}, "layout": {"width": "460px"},
+            "continuous_update": False}
+
+
+def _visible(piece: str) -> str:
+    """A token with its spaces, newlines and tabs made visible (and the empty one as ∅)."""
+    return piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _at_most(value, name: str, top: int) -> None:
+    """``expect_int`` from 1 to ``top``."""
+    expect_int(value, name, minimum=1)
+    if value > top:
+        raise CourseInputError(f"{name} must be at most {top}, but got {value}.")
+
+
+def _one_of(value, name: str, options, kind: type = object) -> None:
+    if not isinstance(value, kind) or value not in options:
+        raise CourseInputError(f"{name} must be one of {list(options)}, but got {value!r}.")
+
+
+def _gpu_lines(ax, gibs: Sequence[int], x: float, unit: float, lift: float) -> None:
+    """Dotted lines at common GPU memory sizes (``gibs`` GiB, ``unit`` each), labelled above at ``x``."""
+    for gib in gibs:
+        ax.axhline(gib * unit, color="#888888", linestyle=":", linewidth=1)
+        ax.text(x, gib * unit * lift, f"{gib} GiB GPU", fontsize=8, color="#555555")
 
 
 class RowSums:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import torch
 from matplotlib.patches import Patch
 
+from .. import chapters as ch
 from .. import plotting as P
-from ..chapters import causal_mask
 from ..data import EXAMPLE_TOKENS, example_causal_weights, example_scores
-from ..plotting import Bars, Heat, explorer, handles, slider_style
+from ..plotting import Bars, draw_map, explorer, handles
 from ..repro import portable_dropout_mask
 from ..validation import CourseInputError, expect_int, expect_probability
-from ._parts import RowSums, _title, _tokens
+from ._parts import RowSums, _at_most, _title, _tokens, slider_style
 
 __all__ = ["QueryView", "query_data", "draw_query", "query_explorer", "SCALING_MAX_D_K", "SCALING_KEYS",
            "ScalingView", "scaling_data", "draw_scaling", "scaling_explorer", "MASK_MODES", "MaskView",
@@ -41,9 +41,9 @@ class QueryView:
 
 def query_data(inputs: torch.Tensor, query: int, labels: Sequence[str] = EXAMPLE_TOKENS) -> QueryView:
     """Scores, softmax weights and context vector of token ``query`` attending to all of ``inputs``."""
-    all_scores = inputs @ inputs.T  # (n, n): chapter 01's scores, every query at once
-    all_weights = torch.softmax(all_scores, dim=-1)  # (n, n)
-    contexts = all_weights @ inputs  # (n, d)
+    all_scores = ch.attention_scores(inputs[:, None], inputs)  # (n, n): chapter 01's scores, every query at once
+    all_weights = ch.attention_weights(inputs)  # (n, n)
+    contexts = ch.context_vectors(inputs)  # (n, d)
     values = torch.cat([inputs.flatten(), contexts.flatten(), torch.zeros(1)])
     return QueryView(query, tuple(labels), inputs, all_scores[query], all_weights[query], contexts[query],
                      (min(0.0, float(all_scores.min())), float(all_scores.max())),
@@ -205,9 +205,7 @@ def scaling_explorer(d_k: int = 16, seed: int = 0) -> None:
 
     Notebook: ``cu.widgets.scaling_explorer()``
     """
-    expect_int(d_k, "d_k", minimum=1)
-    if d_k > SCALING_MAX_D_K:
-        raise CourseInputError(f"d_k must be at most {SCALING_MAX_D_K}, but got {d_k}.")
+    _at_most(d_k, "d_k", SCALING_MAX_D_K)
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):
@@ -228,6 +226,13 @@ MASK_MODES = (
 )
 """The ways to apply a causal mask that :func:`mask_explorer` compares."""
 
+_MASKINGS = dict(zip(MASK_MODES, (  # mode -> (n, n) scores -> (n, n) weights; chapter 03's two ways at d_k = 1
+    lambda scores: torch.softmax(scores, dim=-1),
+    lambda scores: ch.mask_before_softmax(scores, 1),
+    lambda scores: torch.softmax(scores, dim=-1).masked_fill(ch.causal_mask(scores.shape[0]), 0.0),
+    lambda scores: ch.mask_after_softmax(scores, 1),
+)))
+
 
 @dataclass(frozen=True)
 class MaskView:
@@ -242,13 +247,9 @@ class MaskView:
 
 def mask_data(scores: torch.Tensor, mode: str, labels: Sequence[str] = EXAMPLE_TOKENS) -> MaskView:
     """Apply a causal mask to square ``scores`` in one of :data:`MASK_MODES`."""
-    future = causal_mask(scores.shape[0])  # (n, n) True above the diagonal
+    future = ch.causal_mask(scores.shape[0])  # (n, n) True above the diagonal
     softmax_input = scores.masked_fill(future, float("-inf")) if mode == MASK_MODES[1] else scores  # (n, n)
-    weights = torch.softmax(softmax_input, dim=-1)  # (n, n)
-    if mode in MASK_MODES[2:]:
-        weights = weights.masked_fill(future, 0.0)  # (n, n)
-    if mode == MASK_MODES[3]:
-        weights = weights / weights.sum(dim=-1, keepdim=True)  # (n, n)
+    weights = _MASKINGS[mode](scores)  # (n, n)
     return MaskView(mode, tuple(labels), softmax_input, weights, weights.sum(dim=-1))
 
 
@@ -257,17 +258,11 @@ def draw_mask(fig, view: MaskView) -> None:
     h, n = handles(fig), len(view.labels)
     if not h:
         ax_in, ax_w, ax_sums = fig.subplots(1, 3, width_ratios=[1, 1, 0.45])
-        finite = view.softmax_input[torch.isfinite(view.softmax_input)]
-        h["in"] = Heat(ax_in, view.softmax_input, vmin=float(finite.min()), vmax=float(finite.max()),
-                       annotate=n <= 8, animated=True)
-        h["weights"] = Heat(ax_w, view.weights, vmin=0.0, vmax=1.0, annotate=n <= 8, animated=True)
-        for ax, ylabel in ((ax_in, "query (attending)"), (ax_w, "")):
-            P.tick_labels(ax, view.labels)
-            P.tick_labels(ax, view.labels, "y")
-            ax.set_xlabel("key (attended to)")
-            ax.set_ylabel(ylabel)
-        ax_in.set_title("softmax input")
-        fig.colorbar(h["weights"].image, ax=ax_w, shrink=0.8)
+        low, high = P.finite_range(view.softmax_input)
+        h["in"] = draw_map(ax_in, view.softmax_input, view.labels, view.labels, vmin=low, vmax=high,
+                           annotate=n <= 8, title="softmax input", colorbar=False, animated=True)
+        h["weights"] = draw_map(ax_w, view.weights, view.labels, view.labels, vmin=0.0, vmax=1.0, annotate=n <= 8,
+                                ylabel="", animated=True)
         h["sums"], h["ax"] = RowSums(ax_sums, view.labels), ax_w
     h["in"].update(view.softmax_input)
     h["weights"].update(view.weights)
@@ -323,17 +318,15 @@ def draw_dropout(fig, view: DropoutView) -> None:
     h, n = handles(fig), len(view.labels)
     if not h:
         axes = fig.subplots(1, 4, width_ratios=[1, 1, 1, 0.5])
-        small = max(view.weights.shape) <= 8
-        h["weights"] = Heat(axes[0], view.weights, vmin=0.0, vmax=1.0, annotate=small)
-        h["mask"] = Heat(axes[1], view.mask, vmin=0.0, vmax=2.0, annotate=small, cmap="Greys", animated=True)
-        h["dropped"] = Heat(axes[2], view.dropped, vmin=0.0, vmax=1.0, annotate=small, animated=True)
-        axes[0].set_title("weights")
-        for i, ax in enumerate(axes[:3]):
-            P.tick_labels(ax, view.labels if view.weights.shape[1] == n else [str(j) for j in
-                                                                                range(view.weights.shape[1])])
-            P.tick_labels(ax, view.labels if i == 0 else [""] * n, "y")
-        axes[0].set_ylabel("query (attending)")
-        axes[1].set_xlabel("key (attended to)")
+        m = view.weights.shape[1]
+        cols, small = view.labels if m == n else [str(j) for j in range(m)], max(n, m) <= 8
+        for i, (name, data, top, cmap) in enumerate((("weights", view.weights, 1.0, P.CMAP),
+                                                     ("mask", view.mask, 2.0, "Greys"),
+                                                     ("dropped", view.dropped, 1.0, P.CMAP))):
+            h[name] = draw_map(axes[i], data, view.labels if i == 0 else [""] * n, cols, vmin=0.0, vmax=top,
+                               annotate=small, cmap=cmap, xlabel="key (attended to)" if i == 1 else "",
+                               ylabel="query (attending)" if i == 0 else "", title="weights" if i == 0 else None,
+                               colorbar=False, animated=i > 0)
         fig.colorbar(h["weights"].image, ax=axes[2], shrink=0.8)
         h["sums"], h["axes"] = RowSums(axes[3], [""] * n, top=3.0), axes
     scale = 1.0 / (1.0 - view.p)

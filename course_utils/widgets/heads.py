@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import torch
 
 from .. import plotting as P
-from ..chapters import CausalAttention, head_weights
-from ..plotting import Heat, explorer, handles, slider_style
+from ..chapters import CausalAttention, head_weights, score_bytes
+from ..plotting import draw_map, explorer, handles
 from ..tokenizer import gpt2_tokenizer
 from ..validation import CourseInputError, expect_int
-from ._parts import _title
+from ._parts import _at_most, _divisors, _gpu_lines, _one_of, _title, _visible, slider_style
 
 __all__ = ["HEAD_D_MODEL", "HEAD_CONTEXT", "HEAD_TEXT", "HeadView", "head_data", "draw_head", "head_explorer",
            "MEMORY_LENGTHS", "DTYPE_BYTES", "MemoryView", "format_bytes", "memory_data", "draw_memory",
@@ -39,10 +39,6 @@ class HeadView:
     truncated: bool
 
 
-def _visible_piece(piece: str) -> str:
-    return piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
-
-
 @functools.lru_cache(maxsize=8)
 def _head_layer(num_heads: int, seed: int):
     """Seeded token and position embeddings and one CausalAttention per head (global RNG untouched)."""
@@ -64,7 +60,7 @@ def _head_weights(text: str, num_heads: int, seed: int):
     with torch.no_grad():
         x = tokens(torch.tensor(ids)) + positions(torch.arange(len(ids)))  # (n, d)
         weights = torch.stack([head_weights(head, x) for head in heads])  # (h, n, n)
-    pieces = tuple(_visible_piece(tokenizer.decode([i])) for i in ids)
+    pieces = tuple(_visible(tokenizer.decode([i])) for i in ids)
     return tuple(ids), pieces, weights, len(all_ids) > HEAD_CONTEXT
 
 
@@ -91,13 +87,8 @@ def draw_head(fig, view: HeadView) -> None:
         fig.clear()
         h.clear()
         ax = fig.add_subplot()
-        n = len(view.pieces)
-        h["heat"] = Heat(ax, view.weights[view.head], vmin=0.0, vmax=1.0, annotate=n <= 8, animated=True)
-        P.tick_labels(ax, view.pieces)
-        P.tick_labels(ax, view.pieces, "y")
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query (attending)")
-        fig.colorbar(h["heat"].image, ax=ax, shrink=0.8)
+        h["heat"] = draw_map(ax, view.weights[view.head], view.pieces, view.pieces, vmin=0.0, vmax=1.0,
+                             annotate=len(view.pieces) <= 8, animated=True)
         fig.suptitle(f"untrained layer (seed {view.seed}): every head starts with its own random pattern",
                      fontsize=9, color="#444444")
         h["pieces"], h["ax"] = view.pieces, ax
@@ -118,9 +109,8 @@ def head_explorer(text: str = HEAD_TEXT, num_heads: int = 4, seed: int = 123) ->
     """
     expect_int(num_heads, "num_heads", minimum=1)
     if HEAD_D_MODEL % num_heads:
-        divisors = [k for k in range(1, HEAD_D_MODEL + 1) if HEAD_D_MODEL % k == 0]
         raise CourseInputError(f"num_heads must divide the model width d_model={HEAD_D_MODEL} (one of "
-                               f"{divisors}), but got {num_heads}.")
+                               f"{_divisors(HEAD_D_MODEL)}), but got {num_heads}.")
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):
@@ -166,6 +156,13 @@ def format_bytes(count: float) -> str:
     raise AssertionError("unreachable")
 
 
+def _byte_axis(ax, exponents: range, unit: int = 1) -> None:
+    """A log-2 y axis with byte-count ticks at 2**k times ``unit`` bytes, for k in ``exponents``."""
+    ax.set_yscale("log", base=2)
+    ticks = [2.0**k for k in exponents]
+    ax.set_yticks(ticks, [format_bytes(t * unit) for t in ticks])
+
+
 _LENGTHS = torch.logspace(4, 17, 200, base=2, dtype=torch.float64)  # (200,) 16 to 131,072 tokens
 
 
@@ -180,7 +177,7 @@ def memory_data(n: int, heads: int = 12, batch: int = 1, d_model: int = 768,
         n, heads, batch, d_model, bytes_per_value, _LENGTHS,
         score_bytes=batch * heads * _LENGTHS**2 * bytes_per_value,
         activation_bytes=batch * _LENGTHS * d_model * bytes_per_value,
-        score_now=batch * heads * n * n * bytes_per_value,
+        score_now=score_bytes(batch, heads, n, bytes_per_value),  # chapter 07's count
         activation_now=batch * n * d_model * bytes_per_value,
     )
 
@@ -195,37 +192,29 @@ def draw_memory(fig, view: MemoryView) -> None:
                                label="scores / weights (b, h, n, n): grows like n²", animated=True)
         h["acts"], = ax.plot(lengths, view.activation_bytes.numpy(), color=P.KEY_COLOUR, linewidth=2,
                              label="activations (b, n, d): grows like n", animated=True)
-        for gib in (16, 80):
-            ax.axhline(gib * 2**30, color="#888888", linestyle=":", linewidth=1)
-            ax.text(lengths[0], gib * 2**30 * 1.25, f"{gib} GiB GPU", fontsize=8, color="#555555")
-        h["dot_s"], = ax.plot([], [], "o", color=P.QUERY_COLOUR, animated=True)
-        h["dot_a"], = ax.plot([], [], "o", color=P.KEY_COLOUR, animated=True)
-        h["text_s"] = ax.annotate("", (0, 0), xytext=(8, 6), textcoords="offset points", fontsize=9,
-                                  color=P.QUERY_COLOUR, ha="right", va="bottom", animated=True)
-        h["text_a"] = ax.annotate("", (0, 0), xytext=(8, -6), textcoords="offset points", fontsize=9,
-                                  color=P.KEY_COLOUR, ha="left", va="top", animated=True)
+        _gpu_lines(ax, (16, 80), lengths[0], 2**30, 1.25)
+        for key, colour, dy, ha, va in (("s", P.QUERY_COLOUR, 6, "right", "bottom"),
+                                        ("a", P.KEY_COLOUR, -6, "left", "top")):
+            h[f"dot_{key}"], = ax.plot([], [], "o", color=colour, animated=True)
+            h[f"text_{key}"] = ax.annotate("", (0, 0), xytext=(8, dy), textcoords="offset points", fontsize=9,
+                                           color=colour, ha=ha, va=va, animated=True)
         h["at"] = ax.axvline(view.n, color="#555555", linestyle=":", linewidth=1, animated=True)
         h["equal"] = ax.annotate("", (0, 0), xytext=(14, -22), textcoords="offset points", fontsize=8.5,
                                  color="#444444", animated=True,
                                  arrowprops={"arrowstyle": "-", "color": "#888888", "linewidth": 0.8})
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
         ticks = [4**k for k in range(2, 9)]
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
-        ticks = [2**k for k in range(10, 61, 5)]
-        ax.set_yticks(ticks, [format_bytes(t) for t in ticks])
+        _byte_axis(ax, range(10, 61, 5))
         ax.set_xlim(lengths[0], lengths[-1])
         ax.set_ylim(2**12, 2**52)  # every setting of the controls fits
-        ax.set_xlabel("sequence length n (tokens)")
-        ax.set_ylabel("memory for one layer")
-        ax.grid(True, which="major", color="#E5E5E5", linewidth=0.6)
+        P.plain_axes(ax, "sequence length n (tokens)", "memory for one layer", which="major")
         ax.legend(fontsize=9, loc="upper left", frameon=False)
-        ax.spines[["top", "right"]].set_visible(False)
         h["ax"] = ax
     h["scores"].set_ydata(view.score_bytes.numpy())
     h["acts"].set_ydata(view.activation_bytes.numpy())
-    for key, value, colour in (("s", view.score_now, "dot_s"), ("a", view.activation_now, "dot_a")):
-        h[colour].set_data([view.n], [value])
+    for key, value in (("s", view.score_now), ("a", view.activation_now)):
+        h[f"dot_{key}"].set_data([view.n], [value])
         h[f"text_{key}"].xy = (view.n, value)
         h[f"text_{key}"].set_text(format_bytes(value))
     h["at"].set_xdata([view.n, view.n])
@@ -251,12 +240,9 @@ def memory_explorer(n: int = 1024, heads: int = 12, batch: int = 1, d_model: int
 
     Notebook: ``cu.widgets.memory_explorer()``
     """
-    if n not in MEMORY_LENGTHS:
-        raise CourseInputError(f"n must be one of {list(MEMORY_LENGTHS)}, but got {n!r}.")
+    _one_of(n, "n", MEMORY_LENGTHS)
     for value, name, top in ((heads, "heads", 32), (batch, "batch", 64), (d_model, "d_model", 2**16)):
-        expect_int(value, name, minimum=1)
-        if value > top:
-            raise CourseInputError(f"{name} must be at most {top}, but got {value}.")
+        _at_most(value, name, top)
 
     def controls(widgets):
         return {"n": widgets.SelectionSlider(options=[(f"{k:,}", k) for k in MEMORY_LENGTHS], value=n,

@@ -8,10 +8,10 @@ import torch
 
 from .. import plotting as P
 from ..chapters import kv_bytes_per_token
-from ..plotting import explorer, handles, slider_style
+from ..plotting import explorer, handles
 from ..validation import CourseInputError, expect_int
-from ._parts import _title
-from .heads import DTYPE_BYTES, format_bytes
+from ._parts import _divisors, _gpu_lines, _one_of, _title, slider_style
+from .heads import DTYPE_BYTES, _byte_axis, format_bytes
 
 __all__ = ["KV_CONTEXTS", "KV_DTYPE_BYTES", "KVCacheView", "kv_cache_data", "draw_kv_cache", "kv_cache_explorer"]
 
@@ -41,7 +41,8 @@ class KVCacheView:
 
 
 def kv_cache_data(n_kv_heads: int = 8, context: int = 8_192, bytes_per_value: int = 2, *,
-                  layers: int = 32, num_heads: int = 32, head_dim: int = 128) -> KVCacheView:
+                  layers: int = LLAMA3_8B["layers"], num_heads: int = LLAMA3_8B["num_heads"],
+                  head_dim: int = LLAMA3_8B["head_dim"]) -> KVCacheView:
     """KV-cache bytes of one text of ``context`` tokens for every possible number of key/value heads.
 
     Defaults are Llama 3 8B (32 layers, 32 query heads of 128, ``n_kv_heads`` 8) in 16-bit numbers.
@@ -50,15 +51,12 @@ def kv_cache_data(n_kv_heads: int = 8, context: int = 8_192, bytes_per_value: in
     for value, name in ((layers, "layers"), (num_heads, "num_heads"), (head_dim, "head_dim"),
                         (n_kv_heads, "n_kv_heads"), (context, "context"), (bytes_per_value, "bytes_per_value")):
         expect_int(value, name, minimum=1)
-    options = [g for g in range(1, num_heads + 1) if num_heads % g == 0]
+    options = _divisors(num_heads)
     if n_kv_heads not in options:
         raise CourseInputError(f"n_kv_heads must divide num_heads={num_heads}, i.e. be one of {options}, "
                                f"but got {n_kv_heads!r}.")
-    if context not in KV_CONTEXTS:
-        raise CourseInputError(f"context must be one of {list(KV_CONTEXTS)}, but got {context!r}.")
-    if bytes_per_value not in KV_DTYPE_BYTES.values():
-        raise CourseInputError(f"bytes_per_value must be one of {sorted(set(KV_DTYPE_BYTES.values()))}, "
-                               f"but got {bytes_per_value!r}.")
+    _one_of(context, "context", KV_CONTEXTS)
+    _one_of(bytes_per_value, "bytes_per_value", sorted(set(KV_DTYPE_BYTES.values())))
     per_option = [kv_bytes_per_token(layers, g, head_dim, bytes_per_value) * context for g in options]
     return KVCacheView(n_kv_heads, context, bytes_per_value, layers, num_heads, head_dim, options,
                        per_token=kv_bytes_per_token(layers, n_kv_heads, head_dim, bytes_per_value),
@@ -77,23 +75,16 @@ def draw_kv_cache(fig, view: KVCacheView) -> None:
         ax = fig.add_subplot()
         h["bars"] = ax.bar(positions, [1.0] * len(view.options), width=0.65, animated=True)
         h["texts"] = [ax.text(i, 1.0, "", ha="center", va="bottom", fontsize=8.5, animated=True) for i in positions]
-        for gib in (24, 80):
-            ax.axhline(gib, color="#888888", linestyle=":", linewidth=1)
-            ax.text(-0.55, gib * 1.12, f"{gib} GiB GPU", fontsize=8, color="#555555")  # above g = 1's bar
-        ax.set_yscale("log", base=2)
-        ticks = [2.0**k for k in range(-7, 9, 2)]
-        ax.set_yticks(ticks, [format_bytes(t * 2**30) for t in ticks])
+        _gpu_lines(ax, (24, 80), -0.55, 1, 1.12)  # labelled above g = 1's bar
+        _byte_axis(ax, range(-7, 9, 2), 2**30)
         ax.set_ylim(2.0**-8, 2.0**9)  # every setting of the controls fits (4 MiB to 256 GiB)
         ax.set_xticks(list(positions), [f"{g}\n{_kind(g, view.num_heads)}" for g in view.options])
         ax.set_xlim(-0.6, len(view.options) - 0.4)
-        ax.set_xlabel("key/value heads g")
-        ax.set_ylabel("KV cache of one text")
-        ax.grid(True, axis="y", color="#E5E5E5", linewidth=0.6)
-        ax.spines[["top", "right"]].set_visible(False)
+        P.plain_axes(ax, "key/value heads g", "KV cache of one text", axis="y")
         h["ax"] = ax
     for bar, text, g, gib in zip(h["bars"], h["texts"], view.options, view.gib.tolist()):
         bar.set_height(gib)
-        bar.set_color(P.QUERY_COLOUR if g == view.n_kv_heads else "#BBBBBB")
+        bar.set_color(P.QUERY_COLOUR if g == view.n_kv_heads else P.MUTED_COLOUR)
         text.set_position((text.get_position()[0], gib * 1.08))
         text.set_text(format_bytes(gib * 2**30))
     dtype = next(name for name, size in KV_DTYPE_BYTES.items() if size == view.bytes_per_value)
@@ -113,11 +104,9 @@ def kv_cache_explorer(n_kv_heads: int = 8, context: int = 8_192, dtype: str = "b
 
     Notebook: ``cu.widgets.kv_cache_explorer()``
     """
-    if not isinstance(dtype, str) or dtype not in KV_DTYPE_BYTES:
-        raise CourseInputError(f"dtype must be one of {list(KV_DTYPE_BYTES)}, but got {dtype!r}.")
+    _one_of(dtype, "dtype", list(KV_DTYPE_BYTES), str)
     start = {"n_kv_heads": n_kv_heads, "context": context, "bytes_per_value": KV_DTYPE_BYTES[dtype]}
-    kv_cache_data(**start)  # bad starting values raise here, before any widget exists
-    options = [g for g in range(1, LLAMA3_8B["num_heads"] + 1) if LLAMA3_8B["num_heads"] % g == 0]
+    options = _divisors(LLAMA3_8B["num_heads"])
 
     def controls(widgets):
         return {"n_kv_heads": widgets.SelectionSlider(options=options, value=n_kv_heads,

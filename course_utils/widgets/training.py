@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import plotting as P
-from ..plotting import Heat, explorer, handles, slider_style
+from ..plotting import Heat, explorer, handles
 from ..validation import CourseInputError, expect_tensor
-from ._parts import _title
+from ._parts import _title, _visible, slider_style
 
 __all__ = ["SNAPSHOT_KEYS", "Snapshot", "TrainingView", "training_snapshots", "training_data", "draw_training",
            "training_explorer"]
@@ -43,10 +43,6 @@ class TrainingView:
     snapshot: Snapshot
     last_step: int  # the step of the last snapshot: the x range of the loss curve
     loss_top: float  # the largest loss of the whole run: the y range of the loss curve
-
-
-def _visible(label: str) -> str:
-    return label.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
 
 
 def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
@@ -116,8 +112,7 @@ def training_data(snapshots: Sequence[Snapshot], index: int) -> TrainingView:
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(snapshots):
         raise CourseInputError(f"index must be an int from 0 to {len(snapshots) - 1} (one per snapshot), "
                                f"but got {index!r}.")
-    every = [s.losses for s in snapshots if s.losses.numel()]
-    top = max((float(v.max()) for v in every), default=1.0)
+    top = max((float(s.losses.max()) for s in snapshots if s.losses.numel()), default=1.0)
     return TrainingView(index, snapshots[index], snapshots[-1].step, top)
 
 
