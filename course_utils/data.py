@@ -37,6 +37,7 @@ def example_scores() -> torch.Tensor:
 
 
 def example_causal_weights() -> torch.Tensor:
-    """(6, 6) softmax weights of :func:`example_scores` with the future masked out."""
-    future = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
-    return torch.softmax(example_scores().masked_fill(future, float("-inf")), dim=-1)
+    """(6, 6) softmax weights of :func:`example_scores` with the future masked out (chapter 03's way 2)."""
+    from .chapters import mask_before_softmax  # imported here: the chapters import course_utils
+
+    return mask_before_softmax(example_scores(), 1)  # d_k = 1: the unscaled weights
