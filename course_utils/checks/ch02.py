@@ -15,35 +15,15 @@ import torch
 from torch import nn
 
 from ..chapters import SelfAttention_v1, SelfAttention_v2
-from ._engine import (
-    Recipe,
-    attention,
-    call,
-    construct,
-    describe_difference,
-    ensure_callable,
-    ensure_class,
-    expect_tensor_output,
-    fail,
-    fail_with,
-    mismatch,
-    passed,
-    preserved_rng,
-    probe_backward,
-    probe_device,
-    randn,
-    same,
-    variants,
-    with_mask,
-)
+from . import _engine as E
 
 _NAMES = ("W_query", "W_key", "W_value")
-_PLAIN = Recipe(mask="none")  # chapter 02 has no causal mask yet
-_VARIANTS = with_mask(variants("scale", "axis", "projections"), "none")
+_PLAIN = E.Recipe(mask="none")  # chapter 02 has no causal mask yet
+_VARIANTS = E.with_mask(E.variants("scale", "axis", "projections"), "none")
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: Recipe = _PLAIN, x=None) -> torch.Tensor:
-    return attention(q, k, v, r, x=x)
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PLAIN, x=None) -> torch.Tensor:
+    return E.attention(q, k, v, r, x=x)
 
 
 class _ReferenceV1(SelfAttention_v1):
@@ -86,19 +66,19 @@ def _projections(check: str, module: nn.Module, d_in: int, d_out: int, qkv_bias:
     for name in _NAMES:
         if not hasattr(module, name):
             params = sorted(n for n, _ in module.named_parameters(recurse=True)) or ["none"]
-            raise fail(check, f"Your module has no attribute {name!r}. The chapter's classes keep their "
-                       f"projections in self.W_query, self.W_key and self.W_value ({what}); the check reads "
-                       f"them from there. Parameters found: {', '.join(params)}.",
-                       "use exactly those three attribute names.")
+            raise E.fail(check, f"Your module has no attribute {name!r}. The chapter's classes keep their "
+                         f"projections in self.W_query, self.W_key and self.W_value ({what}); the check reads "
+                         f"them from there. Parameters found: {', '.join(params)}.",
+                         "use exactly those three attribute names.")
         w = getattr(module, name)
         for wrong, diagnosis, hint in rules:
             if wrong(w, (d_in, d_out)):
                 text = {"name": name, "d_in": d_in, "d_out": d_out, "w": w, "kind": type(w).__name__,
                         "want": (d_in, d_out), "shape": tuple(getattr(w, "shape", ()))}
-                raise fail(check, diagnosis.format(**text), hint and hint.format(**text))
+                raise E.fail(check, diagnosis.format(**text), hint and hint.format(**text))
         if not matrices and (w.bias is not None) != qkv_bias:
             state = "still has a bias" if w.bias is not None else "has no bias"
-            raise fail_with(check, "qkv_bias_ignored", f"With qkv_bias={qkv_bias}, self.{name} {state}.")
+            raise E.fail_with(check, "qkv_bias_ignored", f"With qkv_bias={qkv_bias}, self.{name} {state}.")
         found.append(w)
     return found
 
@@ -129,17 +109,17 @@ def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = 
     __tracebackhide__ = True
     kwargs = kwargs or {}
     shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-    return construct(check, cls, *args, what=f"{cls.__name__}({shown})", seed=seed, **kwargs)
+    return E.construct(check, cls, *args, what=f"{cls.__name__}({shown})", seed=seed, **kwargs)
 
 
 def _run(check: str, module: nn.Module, x: torch.Tensor, what: str):
     __tracebackhide__ = True
     before = x.clone()
     with torch.no_grad():
-        got = call(check, module, x, what=what)
+        got = E.call(check, module, x, what=what)
     if not torch.equal(x, before):
-        raise fail_with(check, "input_modified", f"After {what}:", what="input x")
-    return expect_tensor_output(check, got, what)
+        raise E.fail_with(check, "input_modified", f"After {what}:", what="input x")
+    return E.expect_tensor_output(check, got, what)
 
 
 def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, linear: bool) -> None:
@@ -159,40 +139,40 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
                 got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
             except AssertionError:
                 if any(r > 2 for r in ranks):
-                    raise fail_with(name, "dot_t_on_batch", where) from None
+                    raise E.fail_with(name, "dot_t_on_batch", where) from None
                 raise
         if any(r > 2 for r in ranks):
-            raise fail_with(name, "dot_t_on_batch", where)
+            raise E.fail_with(name, "dot_t_on_batch", where)
         with torch.no_grad():
             q, k, v = project(x)
         expected = _attend(q, k, v)
-        if not same(got, expected):
+        if not E.same(got, expected):
             candidates = [(b, lambda r=r: _attend(q, k, v, r, x)) for b, r in _VARIANTS]
-            raise mismatch(name, got, expected, where, candidates,
-                           "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.")
-    probe_backward(name, module, x, where, lambda: _attend(*project(x)))
-    probe_device(name, module, x, where)
+            raise E.mismatch(name, got, expected, where, candidates,
+                             "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.")
+    E.probe_backward(name, module, x, where, lambda: _attend(*project(x)))
+    E.probe_device(name, module, x, where)
 
 
 def _check_initialisation(check: str, cls: type, seed: int, reference: type, linear: bool) -> None:
     """With torch.manual_seed(seed), the class must create the chapter's initial weights."""
     __tracebackhide__ = True
     module = _build(check, cls, (3, 2), seed=seed)
-    with preserved_rng():
+    with E.preserved_rng():
         torch.manual_seed(seed)
         chapter = reference(3, 2)
     got, expected = ([getattr(m, n).weight if linear else getattr(m, n) for n in _NAMES]
                      for m in (module, chapter))
-    if all(same(g.detach(), e) for g, e in zip(got, expected, strict=True)):
+    if all(E.same(g.detach(), e) for g, e in zip(got, expected, strict=True)):
         return
     if {tuple(g.flatten().tolist()) for g in got} == {tuple(e.flatten().tolist()) for e in expected}:
-        raise fail(check, "Your class computes the right thing, but creates its weights in a different order, so "
-                   f"with torch.manual_seed({seed}) each projection gets another's numbers and the printed values "
-                   "will not match the book's.", "create W_query first, then W_key, then W_value.")
-    raise fail(check, f"Your class computes the right thing, but with torch.manual_seed({seed}) its weights are not "
-               "initialised like the chapter's, so the printed values will not match the book's. Usually something "
-               "else draws random numbers first, or another distribution is used (the chapter's v1 uses torch.rand).",
-               "create W_query, then W_key, then W_value as the chapter does, and nothing random before them.")
+        raise E.fail(check, "Your class computes the right thing, but creates its weights in a different order, so "
+                     f"with torch.manual_seed({seed}) each projection gets another's numbers and the printed values "
+                     "will not match the book's.", "create W_query first, then W_key, then W_value.")
+    raise E.fail(check, f"Your class computes the right thing, but with torch.manual_seed({seed}) its weights are not "
+                 "initialised like the chapter's, so the printed values will not match the book's. Usually something "
+                 "else draws random numbers first, or another distribution is used (the chapter's v1 uses torch.rand).",
+                 "create W_query, then W_key, then W_value as the chapter does, and nothing random before them.")
 
 
 # (d_in, d_out, n_tokens): the first case has d_in, d_out and n all different and d_out
@@ -209,92 +189,96 @@ def check_self_attention_v1(cls: type) -> None:
     """Check a ``SelfAttention_v1(d_in, d_out)`` class: Parameter matrices, (n, d_in) inputs."""
     __tracebackhide__ = True
     name = "check_self_attention_v1"
-    ensure_class(name, cls, "your class SelfAttention_v1 itself")
-    _check_outputs(name, cls, _CASES_2D, 200, lambda i, n, d_in: randn(n, d_in, seed=300 + i), linear=False)
+    E.ensure_class(name, cls, "your class SelfAttention_v1 itself")
+    _check_outputs(name, cls, _CASES_2D, 200, lambda i, n, d_in: E.randn(n, d_in, seed=300 + i), linear=False)
     _check_initialisation(name, cls, 123, SelfAttention_v1, linear=False)
-    passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
+    E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
 
 
 def check_self_attention_v2(cls: type) -> None:
     """Check a ``SelfAttention_v2(d_in, d_out, qkv_bias=False)`` class with nn.Linear layers."""
     __tracebackhide__ = True
     name = "check_self_attention_v2"
-    ensure_class(name, cls, "your class itself (e.g. SelfAttention_v2)")
-    _check_outputs(name, cls, _CASES_2D, 400, lambda i, n, d_in: randn(n, d_in, seed=500 + i), linear=True)
+    E.ensure_class(name, cls, "your class itself (e.g. SelfAttention_v2)")
+    _check_outputs(name, cls, _CASES_2D, 400, lambda i, n, d_in: E.randn(n, d_in, seed=500 + i), linear=True)
     _check_initialisation(name, cls, 789, SelfAttention_v2, linear=True)
-    passed(name, f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
+    E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
 
 
 def check_batched_self_attention(cls: type) -> None:
     """Check a class ``cls(d_in, d_out, qkv_bias=False)`` mapping (b, n, d_in) to (b, n, d_out)."""
     __tracebackhide__ = True
     name = "check_batched_self_attention"
-    ensure_class(name, cls, "your class itself")
+    E.ensure_class(name, cls, "your class itself")
     _check_outputs(name, cls, [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES], 800,
-                   lambda i, n, d_in: randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i), linear=True)
-    passed(name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")
+                   lambda i, n, d_in: E.randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i), linear=True)
+    E.passed(name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")
 
 
 def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
     """Check ``fn(v1, v2)``: copies SelfAttention_v2's weights into SelfAttention_v1."""
     __tracebackhide__ = True
     name = "check_weight_transfer"
-    ensure_callable(name, fn, "a function fn(v1, v2)")
+    E.ensure_callable(name, fn, "a function fn(v1, v2)")
     for i, (d_in, d_out) in enumerate(_TRANSFER_CASES):
-        with preserved_rng():
+        with E.preserved_rng():
             torch.manual_seed(600 + i)
             v1, v2 = _ReferenceV1(d_in, d_out), SelfAttention_v2(d_in, d_out)
         v1_before = {n: getattr(v1, n).detach().clone() for n in _NAMES}
         v2_before = {n: getattr(v2, n).weight.detach().clone() for n in _NAMES}
         where = f"With d_in={d_in}, d_out={d_out} (v1 matrices {(d_in, d_out)}, v2 weights {(d_out, d_in)}):"
         try:
-            call(name, fn, v1, v2, what="fn(v1, v2)")
+            E.call(name, fn, v1, v2, what="fn(v1, v2)")
         except AssertionError as exc:
             if "leaf Variable" in str(exc) or "requires grad" in str(exc):
-                raise fail_with(name, "copy_without_no_grad", where) from None
+                raise E.fail_with(name, "copy_without_no_grad", where) from None
             raise
         _check_transfer(name, v1, v2, v1_before, v2_before, where)
-        x = randn(3, d_in, seed=700 + i)
+        x = E.randn(3, d_in, seed=700 + i)
         with torch.no_grad():
-            if not same(v1(x), v2(x)):
-                raise fail(name, f"{where} after the copy v1 and v2 still give different outputs.")
-    passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
+            if not E.same(v1(x), v2(x)):
+                raise E.fail(name, f"{where} after the copy v1 and v2 still give different outputs.")
+    E.passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
 def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
     __tracebackhide__ = True
     v2_now = {n: getattr(v2, n).weight.detach() for n in _NAMES}
-    if any(not same(v2_now[n], v2_before[n]) for n in _NAMES):
-        reversed_copy = all(same(v2_now[n], v1_before[n].T) or same(v2_now[n], v1_before[n])
+    if any(not E.same(v2_now[n], v2_before[n]) for n in _NAMES):
+        reversed_copy = all(E.same(v2_now[n], v1_before[n].T) or E.same(v2_now[n], v1_before[n])
                             for n in _NAMES if v2_now[n].shape == v1_before[n].T.shape)
-        raise fail_with(check, "transfer_reversed" if reversed_copy else "transfer_changed_source", where)
+        raise E.fail_with(check, "transfer_reversed" if reversed_copy else "transfer_changed_source", where)
     swaps = []
     for n in _NAMES:
         got = getattr(v1, n)
         if not isinstance(got, nn.Parameter):
-            raise fail(check, f"{where} v1.{n} is no longer an nn.Parameter ({type(got).__name__}).",
-                       "copy the numbers into the existing Parameter with .copy_().")
+            raise E.fail(check, f"{where} v1.{n} is no longer an nn.Parameter ({type(got).__name__}).",
+                         "copy the numbers into the existing Parameter with .copy_().")
         if got is getattr(v2, n).weight:
-            raise fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
+            raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
         if tuple(got.shape) == tuple(v2_before[n].shape) and got.shape[0] != got.shape[1]:
-            raise fail_with(check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}.")
+            raise E.fail_with(check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}.")
         if tuple(got.shape) != tuple(v1_before[n].shape):
-            raise fail(check, f"{where} v1.{n} has shape {tuple(got.shape)}, expected {tuple(v1_before[n].shape)}.")
+            raise E.fail(check, f"{where} v1.{n} has shape {tuple(got.shape)}, expected {tuple(v1_before[n].shape)}.")
         value = got.detach()
-        if same(value, v2_before[n].T):
+        if E.same(value, v2_before[n].T):
             if got.untyped_storage().data_ptr() == getattr(v2, n).weight.untyped_storage().data_ptr():
-                raise fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
+                raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
             if not got.requires_grad:
-                raise fail_with(check, "transfer_frozen", where, detail=f"v1.{n}")
+                raise E.fail_with(check, "transfer_frozen", where, detail=f"v1.{n}")
             continue
-        if same(value, v2_before[n]):
-            raise fail_with(check, "transfer_no_transpose", where)
-        source = next((m for m in _NAMES if m != n and same(value, v2_before[m].T)), None)
+        if E.same(value, v2_before[n]):
+            raise E.fail_with(check, "transfer_no_transpose", where)
+        source = next((m for m in _NAMES if m != n and E.same(value, v2_before[m].T)), None)
         if source is not None:
             swaps.append(f"v1.{n} received v2.{source}")
             continue
-        if same(value, v1_before[n]):
-            raise fail_with(check, "transfer_missing", where, detail=f"v1.{n}")
-        raise fail(check, f"{where} v1.{n} holds none of v2's weights: "
-                   f"{describe_difference(v2_before[n].T, value)}.",
-                   "v1.W_query should equal v2.W_query.weight.T after the copy.")
+        if E.same(value, v1_before[n]):
+            raise E.fail_with(check, "transfer_missing", where, detail=f"v1.{n}")
+        raise E.fail(check, f"{where} v1.{n} holds none of v2's weights: "
+                     f"{E.describe_difference(v2_before[n].T, value)}.",
+                     "v1.W_query should equal v2.W_query.weight.T after the copy.")
     if swaps:
-        raise fail_with(check, "transfer_swapped", where, detail="; ".join(swaps))
+        raise E.fail_with(check, "transfer_swapped", where, detail="; ".join(swaps))
+
+
+__all__ = ["check_batched_self_attention", "check_self_attention_v1", "check_self_attention_v2",
+           "check_weight_transfer"]

@@ -7,25 +7,15 @@ variant that reproduces the output, and runs the behaviour probes.
 
 from __future__ import annotations
 
-from ._engine import (
-    Case,
-    causal_layers,
-    chapters,
-    check_layer,
-    check_output_shape,
-    ensure_class,
-    head_attention,
-    passed,
-    variants,
-)
+from . import _engine as E
 
 CAUSAL_CASES = (
-    Case(2, 6, 3, 2, 6, seed=1231),                  # the book's shape: n == context_length
-    Case(1, 4, 5, 3, 7, qkv_bias=True, seed=1232),   # batch 1, n < context_length, biases
-    Case(3, 5, 4, 4, 8, seed=1233),                  # batch 3, n < context_length
+    E.Case(2, 6, 3, 2, 6, seed=1231),                  # the book's shape: n == context_length
+    E.Case(1, 4, 5, 3, 7, qkv_bias=True, seed=1232),   # batch 1, n < context_length, biases
+    E.Case(3, 5, 4, 4, 8, seed=1233),                  # batch 3, n < context_length
 )
-CAUSAL_DROPOUT_CASE = Case(2, 5, 4, 3, 6, seed=1234)
-CAUSAL_VARIANTS = variants("axis", "scale", "mask", "projections")
+CAUSAL_DROPOUT_CASE = E.Case(2, 5, 4, 3, 6, seed=1234)
+CAUSAL_VARIANTS = E.variants("axis", "scale", "mask", "projections")
 
 
 def check_causal_attention(cls: type) -> None:
@@ -38,16 +28,16 @@ def check_causal_attention(cls: type) -> None:
     """
     __tracebackhide__ = True
     name = "check_causal_attention"
-    ensure_class(name, cls, "a class such as CausalAttention")
-    check_layer(name, cls, CAUSAL_CASES, CAUSAL_DROPOUT_CASE, causal_layers, head_attention, CAUSAL_VARIANTS,
-                chapters().CausalAttention)
-    passed(name, f"matches causal attention on {len(CAUSAL_CASES)} shapes (batch 1 to 3, "
-           "n <= context_length, with and without bias); mask buffer, dropout and length limit right")
+    E.ensure_class(name, cls, "a class such as CausalAttention")
+    E.check_layer(name, cls, CAUSAL_CASES, CAUSAL_DROPOUT_CASE, E.causal_layers, E.head_attention, CAUSAL_VARIANTS,
+                  E.chapters().CausalAttention)
+    E.passed(name, f"matches causal attention on {len(CAUSAL_CASES)} shapes (batch 1 to 3, "
+             "n <= context_length, with and without bias); mask buffer, dropout and length limit right")
 
 
 def check_causal_batch_output(out: object) -> None:
     """Check the output of CausalAttention(512, 768, ...) on a (20, 100, 512) batch."""
-    check_output_shape(
+    E.check_output_shape(
         "check_causal_batch_output", out, (20, 100, 768),
         "one row per token of each sequence, each d_out = 768 wide.",
         {(20, 100, 512): "d_out sets the width of the output: build the layer with d_out=768."},

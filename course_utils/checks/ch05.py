@@ -10,61 +10,40 @@ import re
 import torch
 from torch import nn
 
-from ._engine import (
-    Case,
-    MHAWeights,
-    call,
-    causal_layers,
-    chapters,
-    check_layer,
-    check_mask_buffer,
-    check_output_shape,
-    ensure_class,
-    expect_value_error,
-    fail,
-    fail_with,
-    find_linear,
-    isolated,
-    mha_reference,
-    passed,
-    qkv_layers,
-    shown,
-    variants,
-    wrapper_reference,
-)
+from . import _engine as E
 
 # --------------------------------------------------------------------------- the wrapper
 WRAPPER_CASES = (
-    Case(2, 6, 3, 2, 6, num_heads=2, seed=1251),                 # n == context_length
-    Case(1, 4, 5, 3, 7, num_heads=3, qkv_bias=True, seed=1252),  # batch 1, n < context_length
-    Case(3, 5, 4, 4, 8, num_heads=2, seed=1253),                 # batch 3
+    E.Case(2, 6, 3, 2, 6, num_heads=2, seed=1251),                 # n == context_length
+    E.Case(1, 4, 5, 3, 7, num_heads=3, qkv_bias=True, seed=1252),  # batch 1, n < context_length
+    E.Case(3, 5, 4, 4, 8, num_heads=2, seed=1253),                 # batch 3
 )
-WRAPPER_DROPOUT_CASE = Case(2, 5, 4, 3, 6, num_heads=2, seed=1254)
-WRAPPER_VARIANTS = variants("axis", "scale", "mask", "projections", "concat")
+WRAPPER_DROPOUT_CASE = E.Case(2, 5, 4, 3, 6, num_heads=2, seed=1254)
+WRAPPER_VARIANTS = E.variants("axis", "scale", "mask", "projections", "concat")
 
 
-def _wrapper_heads(check: str, module: nn.Module, owner: str, case: Case) -> list[dict[str, nn.Linear]]:
+def _wrapper_heads(check: str, module: nn.Module, owner: str, case: E.Case) -> list[dict[str, nn.Linear]]:
     heads = getattr(module, "heads", None)
     if heads is None:
-        raise fail(check, f"{check} looks for the attribute 'heads' (an nn.ModuleList of {case.num_heads} "
-                   f"causal attention heads), but {owner} has no attribute 'heads'.",
-                   "self.heads = nn.ModuleList([CausalAttention(...) for _ in range(num_heads)]).")
+        raise E.fail(check, f"{check} looks for the attribute 'heads' (an nn.ModuleList of {case.num_heads} "
+                     f"causal attention heads), but {owner} has no attribute 'heads'.",
+                     "self.heads = nn.ModuleList([CausalAttention(...) for _ in range(num_heads)]).")
     if isinstance(heads, (list, tuple)):
-        raise fail_with(check, "heads_python_list", f"In {owner}:")
+        raise E.fail_with(check, "heads_python_list", f"In {owner}:")
     if not isinstance(heads, (nn.ModuleList, nn.Sequential)):
-        raise fail(check, f"{owner}.heads is a {type(heads).__name__}; {check} expects an nn.ModuleList "
-                   "of heads.", "self.heads = nn.ModuleList([...]).")
+        raise E.fail(check, f"{owner}.heads is a {type(heads).__name__}; {check} expects an nn.ModuleList "
+                     "of heads.", "self.heads = nn.ModuleList([...]).")
     if len(heads) != case.num_heads:
-        raise fail(check, f"{owner} has {len(heads)} heads; expected num_heads={case.num_heads}.")
+        raise E.fail(check, f"{owner} has {len(heads)} heads; expected num_heads={case.num_heads}.")
     if len({id(head) for head in heads}) < len(heads):
-        raise fail_with(check, "heads_shared", f"In {owner}:")
+        raise E.fail_with(check, "heads_shared", f"In {owner}:")
     layers = []
     for i, head in enumerate(heads):
         query = getattr(head, "W_query", None)
         if isinstance(query, nn.Linear) and query.out_features == case.d_out // case.num_heads != case.d_out:
-            raise fail_with(check, "wrapper_d_out_split", f"In {owner}, heads[{i}].W_query has "
-                            f"{query.out_features} outputs:")
-        layers.append(causal_layers(check, head, f"{owner}.heads[{i}]", case))
+            raise E.fail_with(check, "wrapper_d_out_split", f"In {owner}, heads[{i}].W_query has "
+                              f"{query.out_features} outputs:")
+        layers.append(E.causal_layers(check, head, f"{owner}.heads[{i}]", case))
     return layers
 
 
@@ -74,33 +53,33 @@ def check_multihead_wrapper(cls: type) -> None:
     outputs concatenated on the last axis."""
     __tracebackhide__ = True
     name = "check_multihead_wrapper"
-    ensure_class(name, cls, "a class such as MultiHeadAttentionWrapper")
-    check_layer(name, cls, WRAPPER_CASES, WRAPPER_DROPOUT_CASE, _wrapper_heads, wrapper_reference,
-                WRAPPER_VARIANTS, chapters().MultiHeadAttentionWrapper)
-    passed(name, f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
-           "with and without bias); heads registered, dropout right")
+    E.ensure_class(name, cls, "a class such as MultiHeadAttentionWrapper")
+    E.check_layer(name, cls, WRAPPER_CASES, WRAPPER_DROPOUT_CASE, _wrapper_heads, E.wrapper_reference,
+                  WRAPPER_VARIANTS, E.chapters().MultiHeadAttentionWrapper)
+    E.passed(name, f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
+             "with and without bias); heads registered, dropout right")
 
 
 # --------------------------------------------------------------------------- the split version
 MHA_CASES = (
-    Case(2, 6, 3, 6, 6, num_heads=2, seed=1261),                 # n == context_length
-    Case(1, 4, 5, 6, 7, num_heads=3, qkv_bias=True, seed=1262),  # batch 1, n < context_length
-    Case(3, 5, 4, 8, 8, num_heads=2, seed=1263),                 # batch 3
+    E.Case(2, 6, 3, 6, 6, num_heads=2, seed=1261),                 # n == context_length
+    E.Case(1, 4, 5, 6, 7, num_heads=3, qkv_bias=True, seed=1262),  # batch 1, n < context_length
+    E.Case(3, 5, 4, 8, 8, num_heads=2, seed=1263),                 # batch 3
 )
-MHA_DROPOUT_CASE = Case(2, 5, 4, 6, 6, num_heads=2, seed=1264)
-MHA_VARIANTS = variants("split", "axis", "heads_axis", "scale", "head_scale", "mask", "projections")
+MHA_DROPOUT_CASE = E.Case(2, 5, 4, 6, 6, num_heads=2, seed=1264)
+MHA_VARIANTS = E.variants("split", "axis", "heads_axis", "scale", "head_scale", "mask", "projections")
 
 
-def _mha_weights(check: str, module: nn.Module, owner: str, case: Case) -> MHAWeights:
-    qkv = qkv_layers(check, module, owner, case)
-    out_proj = find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
+def _mha_weights(check: str, module: nn.Module, owner: str, case: E.Case) -> E.MHAWeights:
+    qkv = E.qkv_layers(check, module, owner, case)
+    out_proj = E.find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
     if out_proj.bias is None:
-        raise fail_with(check, "out_proj_bias_follows_qkv_bias", f"In {owner}:")
+        raise E.fail_with(check, "out_proj_bias_follows_qkv_bias", f"In {owner}:")
     head_dim = getattr(module, "head_dim", None)
     if head_dim == case.d_in // case.num_heads != case.d_out // case.num_heads:
-        raise fail_with(check, "head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
-    check_mask_buffer(check, module, owner, case.context_length)
-    return MHAWeights(qkv, out_proj, case.num_heads)
+        raise E.fail_with(check, "head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
+    E.check_mask_buffer(check, module, owner, case.context_length)
+    return E.MHAWeights(qkv, out_proj, case.num_heads)
 
 
 _HEAD_DIM_FROM_D_IN = re.compile(r"d_in\s*//\s*(self\.)?num_heads")
@@ -112,30 +91,30 @@ def check_multihead_attention(cls: type) -> None:
     transpose, causal mask, dropout on the weights, heads merged, then out_proj."""
     __tracebackhide__ = True
     name = "check_multihead_attention"
-    ensure_class(name, cls, "a class such as MultiHeadAttention")
+    E.ensure_class(name, cls, "a class such as MultiHeadAttention")
     try:
-        check_layer(name, cls, MHA_CASES, MHA_DROPOUT_CASE, _mha_weights, mha_reference, MHA_VARIANTS,
-                    chapters().MultiHeadAttention)
+        E.check_layer(name, cls, MHA_CASES, MHA_DROPOUT_CASE, _mha_weights, E.mha_reference, MHA_VARIANTS,
+                      E.chapters().MultiHeadAttention)
     except AssertionError as failure:
         try:
             source = inspect.getsource(cls.__init__)
         except (OSError, TypeError):
             source = ""
         if getattr(failure, "bug", None) is None and _HEAD_DIM_FROM_D_IN.search(source):
-            raise fail_with(name, "head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
+            raise E.fail_with(name, "head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
         raise
     what = f"{cls.__name__}(d_in=4, d_out=5, context_length=6, dropout=0.0, num_heads=2)"
-    with isolated():  # any clear refusal of a d_out that num_heads does not divide is right
-        expect_value_error(name, lambda: cls(4, 5, 6, 0.0, 2), f"{what} was built without an error.", what,
-                           refusal=Exception, bug="no_divisibility_check")
-    passed(name, f"matches split-head attention on {len(MHA_CASES)} configurations (2 and 3 heads, "
-           "batch 1 to 3, with and without bias); mask, dropout, out_proj and the d_out check right")
+    with E.isolated():  # any clear refusal of a d_out that num_heads does not divide is right
+        E.expect_value_error(name, lambda: cls(4, 5, 6, 0.0, 2), f"{what} was built without an error.", what,
+                             refusal=Exception, bug="no_divisibility_check")
+    E.passed(name, f"matches split-head attention on {len(MHA_CASES)} configurations (2 and 3 heads, "
+             "batch 1 to 3, with and without bias); mask, dropout, out_proj and the d_out check right")
 
 
 # --------------------------------------------------------------------------- the shape exercises
 def check_wrapper_batch_output(out: object) -> None:
     """Check the wrapper's output on a (20, 100, 512) batch with d_out=768 and 3 heads."""
-    check_output_shape(
+    E.check_output_shape(
         "check_wrapper_batch_output", out, (20, 100, 2304),
         "each of the 3 heads returns d_out=768 features per token, side by side.",
         {(20, 100, 768): "in the wrapper d_out is the width of each head; the heads are "
@@ -147,7 +126,7 @@ def check_wrapper_batch_output(out: object) -> None:
 
 def check_split_batch_output(out: object) -> None:
     """Check MultiHeadAttention's output on a (40, 80, 768) batch with d_out=1536 and 3 heads."""
-    check_output_shape(
+    E.check_output_shape(
         "check_split_batch_output", out, (40, 80, 1536),
         "in the split class d_out is the total width: the 3 heads share it (512 each) and are "
         "merged back to d_out features.",
@@ -162,19 +141,19 @@ def check_shape_prediction(predicted: object, module: object, x: object) -> None
     __tracebackhide__ = True
     name = "check_shape_prediction"
     if not callable(module) or not isinstance(x, torch.Tensor):
-        raise fail(name, f"{name}(predicted, module, x) expects a layer and an input tensor, but was given "
-                   f"{type(module).__name__} and {type(x).__name__}.")
+        raise E.fail(name, f"{name}(predicted, module, x) expects a layer and an input tensor, but was given "
+                     f"{type(module).__name__} and {type(x).__name__}.")
     if isinstance(predicted, torch.Size):
         predicted = tuple(predicted)
     if not isinstance(predicted, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                            for d in predicted):
-        raise fail(name, f"Your prediction is {shown(predicted)}; write it as a tuple of whole numbers, one per "
-                   "axis, e.g. (20, 100, 768).", "count the axes of the input first: (batch, tokens, features).")
-    with isolated():
-        out = call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")
+        raise E.fail(name, f"Your prediction is {E.shown(predicted)}; write it as a tuple of whole numbers, one per "
+                     "axis, e.g. (20, 100, 768).", "count the axes of the input first: (batch, tokens, features).")
+    with E.isolated():
+        out = E.call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if got is None:
-        raise fail(name, f"The layer returned {type(out).__name__}, not a tensor, so there is no shape to compare.")
+        raise E.fail(name, f"The layer returned {type(out).__name__}, not a tensor, so there is no shape to compare.")
     if tuple(predicted) != got:
         why = ""
         if len(predicted) != len(got):
@@ -182,8 +161,8 @@ def check_shape_prediction(predicted: object, module: object, x: object) -> None
         elif tuple(predicted[:-1]) == got[:-1]:
             why = (f"The batch and token axes are right; the last axis is the layer's output width, "
                    f"{got[-1]}, not {predicted[-1]}.")
-        raise fail_with(name, "shape_prediction_wrong", predicted=tuple(predicted), got=got, why=why)
-    passed(name, f"the output has shape {got}, as you predicted")
+        raise E.fail_with(name, "shape_prediction_wrong", predicted=tuple(predicted), got=got, why=why)
+    E.passed(name, f"the output has shape {got}, as you predicted")
 
 
 __all__ = ["check_multihead_attention", "check_multihead_wrapper", "check_shape_prediction",

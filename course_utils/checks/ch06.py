@@ -9,41 +9,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ._engine import (
-    RIGHT,
-    MHAWeights,
-    Recipe,
-    build,
-    call,
-    chapters,
-    check_too_long,
-    construct,
-    describe_difference,
-    ensure_callable,
-    ensure_class,
-    expect_tensor_output,
-    expect_value_error,
-    fail,
-    fail_with,
-    generator,
-    isolated,
-    mha_reference,
-    mismatch,
-    passed,
-    preserved_rng,
-    probe_backward,
-    probe_device,
-    probe_second_call,
-    randn,
-    run,
-    same,
-)
-
-
-def _first(pairs) -> str | None:
-    """The first mistake id whose condition holds, or None."""
-    return next((bug for bug, holds in pairs if holds), None)
-
+from . import _engine as E
 
 # --------------------------------------------------------------------------- dataset
 # (number of tokens, context_length, stride). The first case (stride 1) separates the
@@ -57,19 +23,19 @@ def _window_count(n: int, length: int, stride: int) -> int:
 
 def _item(name: str, ds, i: int, where: str) -> tuple[torch.Tensor, torch.Tensor]:
     """dataset[i], required to be a pair of integer tensors."""
-    item = call(name, ds.__getitem__, i, what=f"dataset[{i}]")
+    item = E.call(name, ds.__getitem__, i, what=f"dataset[{i}]")
     if not isinstance(item, (tuple, list)) or len(item) != 2:
-        raise fail(name, f"{where} dataset[{i}] should be a pair (inputs, targets), "
-                   f"but it is {type(item).__name__}.", "return input_ids, target_ids.")
+        raise E.fail(name, f"{where} dataset[{i}] should be a pair (inputs, targets), "
+                     f"but it is {type(item).__name__}.", "return input_ids, target_ids.")
     for label, t in zip(("inputs", "targets"), item):
         if not isinstance(t, torch.Tensor):
-            raise fail(name, f"{where} the {label} of dataset[{i}] are a {type(t).__name__}, not a tensor, "
-                       "so the DataLoader cannot stack them into a batch.",
-                       "wrap them: torch.tensor(token_ids[a:b]).")
+            raise E.fail(name, f"{where} the {label} of dataset[{i}] are a {type(t).__name__}, not a tensor, "
+                         "so the DataLoader cannot stack them into a batch.",
+                         "wrap them: torch.tensor(token_ids[a:b]).")
         if t.dtype.is_floating_point or t.dtype == torch.bool:
-            raise fail(name, f"{where} the {label} of dataset[{i}] have dtype {t.dtype}; "
-                       "token ids are integers (nn.Embedding looks them up by index).",
-                       "use torch.tensor(...) on the int ids, which gives torch.int64.")
+            raise E.fail(name, f"{where} the {label} of dataset[{i}] have dtype {t.dtype}; "
+                         "token ids are integers (nn.Embedding looks them up by index).",
+                         "use torch.tensor(...) on the int ids, which gives torch.int64.")
     return item
 
 
@@ -77,18 +43,18 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
     """Check ``dataset_cls(token_ids, context_length, stride)``: windows and shifted targets."""
     __tracebackhide__ = True
     name = "check_sliding_window_dataset"
-    ensure_class(name, dataset_cls, "a Dataset class taking (token_ids, context_length, stride)")
+    E.ensure_class(name, dataset_cls, "a Dataset class taking (token_ids, context_length, stride)")
     for case, (n, length, stride) in enumerate(_DATASET_CASES):
-        ids = torch.randperm(50257, generator=generator(600 + case))[:n].tolist()  # distinct GPT-2 ids
+        ids = torch.randperm(50257, generator=E.generator(600 + case))[:n].tolist()  # distinct GPT-2 ids
         where = f"With {n} tokens, context_length={length}, stride={stride}:"
-        ds = call(name, dataset_cls, list(ids), length, stride,
-                  what=f"{dataset_cls.__name__}(token_ids of length {n}, {length}, {stride})")
+        ds = E.call(name, dataset_cls, list(ids), length, stride,
+                    what=f"{dataset_cls.__name__}(token_ids of length {n}, {length}, {stride})")
         for method in ("__len__", "__getitem__"):
             if not hasattr(ds, method):
-                raise fail(name, f"Your dataset has no {method} method; a Dataset needs both "
-                           "__len__ and __getitem__.")
+                raise E.fail(name, f"Your dataset has no {method} method; a Dataset needs both "
+                             "__len__ and __getitem__.")
         expected_len = _window_count(n, length, stride)
-        got_len = call(name, len, ds, what="len(dataset)")
+        got_len = E.call(name, len, ds, what="len(dataset)")
         if got_len != expected_len:
             counts = (("window_stride_ignored", n - length),
                       ("window_step_by_context", _window_count(n, length, length)),
@@ -96,11 +62,11 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
                       ("window_floor_count", (n - length) // stride),
                       ("window_missing", len(range(0, n - length - 1, stride))))
             where_len = f"{where} expected {expected_len} windows, your dataset has {got_len}."
-            bug = _first((key, count == got_len) for key, count in counts)
+            bug = E.first_bug((key, count == got_len) for key, count in counts)
             if bug:
-                raise fail_with(name, bug, where_len)
-            raise fail(name, where_len, "window starts run over range(0, len(token_ids) - "
-                       "context_length, stride).")
+                raise E.fail_with(name, bug, where_len)
+            raise E.fail(name, where_len, "window starts run over range(0, len(token_ids) - "
+                         "context_length, stride).")
         full = torch.tensor(ids)
         # Window 0 last: a target shifted backwards is only recognisable from window 1 on.
         for i in [*range(1, expected_len), 0][:expected_len]:
@@ -108,22 +74,22 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
             want_x, want_y = full[start:start + length], full[start + 1:start + length + 1]
             x, y = _item(name, ds, i, where)
             where_i = f"{where} dataset[{i}] (the window starting at token {start}):"
-            if same(x, want_x) and same(y, want_y):
+            if E.same(x, want_x) and E.same(y, want_y):
                 continue
-            bug = _first((("targets_not_shifted", same(x, want_x) and same(y, x)),
-                          ("targets_swapped", same(x, want_y) and same(y, want_x)),
-                          ("targets_shifted_back", same(x, want_x) and start >= 1
-                           and same(y, full[start - 1:start - 1 + length])),
-                          ("window_stride_ignored_getitem", stride != 1 and same(x, full[i:i + length]))))
+            bug = E.first_bug((("targets_not_shifted", E.same(x, want_x) and E.same(y, x)),
+                          ("targets_swapped", E.same(x, want_y) and E.same(y, want_x)),
+                          ("targets_shifted_back", E.same(x, want_x) and start >= 1
+                           and E.same(y, full[start - 1:start - 1 + length])),
+                          ("window_stride_ignored_getitem", stride != 1 and E.same(x, full[i:i + length]))))
             if bug:
-                raise fail_with(name, bug, where_i)
-            if not same(x, want_x):
-                raise fail(name, f"{where_i} inputs should be {want_x.tolist()}, got {x.tolist()}.",
-                           "inputs = token_ids[s : s + context_length] with s = i * stride.")
-            raise fail(name, f"{where_i} targets should be {want_y.tolist()}, got {y.tolist()}.",
-                       "targets are the inputs shifted by one: token_ids[s + 1 : s + context_length + 1].")
-    passed(name, f"windows, counts and the one-token shift are right on {len(_DATASET_CASES)} "
-           "(length, context_length, stride) cases")
+                raise E.fail_with(name, bug, where_i)
+            if not E.same(x, want_x):
+                raise E.fail(name, f"{where_i} inputs should be {want_x.tolist()}, got {x.tolist()}.",
+                             "inputs = token_ids[s : s + context_length] with s = i * stride.")
+            raise E.fail(name, f"{where_i} targets should be {want_y.tolist()}, got {y.tolist()}.",
+                         "targets are the inputs shifted by one: token_ids[s + 1 : s + context_length + 1].")
+    E.passed(name, f"windows, counts and the one-token shift are right on {len(_DATASET_CASES)} "
+             "(length, context_length, stride) cases")
 
 
 # --------------------------------------------------------------------------- embeddings
@@ -135,63 +101,63 @@ def check_input_embedding(embedding_cls: type) -> None:
     """Check ``embedding_cls(vocab_size, context_length, d_model)``: token + position embeddings."""
     __tracebackhide__ = True
     name = "check_input_embedding"
-    ensure_class(name, embedding_cls, "an nn.Module class taking (vocab_size, context_length, d_model)")
+    E.ensure_class(name, embedding_cls, "an nn.Module class taking (vocab_size, context_length, d_model)")
     for case, (vocab, length, d, batch) in enumerate(_EMBEDDING_CASES):
-        layer = construct(name, embedding_cls, vocab, length, d,
-                          what=f"{embedding_cls.__name__}({vocab}, {length}, {d})")
+        layer = E.construct(name, embedding_cls, vocab, length, d,
+                            what=f"{embedding_cls.__name__}({vocab}, {length}, {d})")
         where = f"With vocab_size={vocab}, context_length={length}, d_model={d}:"
         tables = [p for p in layer.parameters() if p.dim() == 2]
         shapes = [tuple(t.shape) for t in tables]
         if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
-            raise fail_with(name, "pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
+            raise E.fail_with(name, "pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
         if (vocab, d) not in shapes or (length, d) not in shapes:
-            raise fail(name, f"{where} expected a token table of shape {(vocab, d)} and a positional table "
-                       f"of shape {(length, d)}; your layer's 2-d parameters have shapes {shapes}.",
-                       "nn.Embedding(vocab_size, d_model) and nn.Embedding(context_length, d_model).")
+            raise E.fail(name, f"{where} expected a token table of shape {(vocab, d)} and a positional table "
+                         f"of shape {(length, d)}; your layer's 2-d parameters have shapes {shapes}.",
+                         "nn.Embedding(vocab_size, d_model) and nn.Embedding(context_length, d_model).")
         tok, pos = tables[shapes.index((vocab, d))], tables[shapes.index((length, d))]
         with torch.no_grad():  # known values, so the expected output can be computed
-            tok.copy_(randn(vocab, d, seed=700 + case))
-            pos.copy_(randn(length, d, seed=800 + case))
+            tok.copy_(E.randn(vocab, d, seed=700 + case))
+            pos.copy_(E.randn(length, d, seed=800 + case))
         tok_values, pos_values = tok.detach().clone(), pos.detach().clone()
         full_ok = False
         for n in (length, 1, max(1, length - 3)):
-            ids = torch.randint(0, vocab, (batch, n), generator=generator(900 + case))
+            ids = torch.randint(0, vocab, (batch, n), generator=E.generator(900 + case))
             what = f"your layer on token ids of shape {(batch, n)}"
             with torch.no_grad():
                 if full_ok and n < length:  # a crash now that the full length worked: positions not sliced
                     try:
                         got = layer(ids)
                     except Exception as exc:  # noqa: BLE001 - we report it in words
-                        raise fail_with(name, "pos_not_sliced", f"{where} on an input of {n} tokens it "
-                                        f"raised {type(exc).__name__}: {exc}") from None
+                        raise E.fail_with(name, "pos_not_sliced", f"{where} on an input of {n} tokens it "
+                                          f"raised {type(exc).__name__}: {exc}") from None
                 else:
-                    got = call(name, layer, ids, what=what)
+                    got = E.call(name, layer, ids, what=what)
             token_part, pos_part = tok_values[ids], pos_values[:n]  # (batch, n, d), (n, d)
             expected = token_part + pos_part                        # (batch, n, d)
-            got = expect_tensor_output(name, got, what)
-            if same(got, expected):
+            got = E.expect_tensor_output(name, got, what)
+            if E.same(got, expected):
                 full_ok = full_ok or n == length
                 continue
             where_n = f"{where} on token ids of shape {(batch, n)}:"
             if n < length and tuple(got.shape) == (batch, length, d):
-                raise fail_with(name, "pos_not_sliced", f"{where_n} your output has shape "
-                                f"{tuple(got.shape)}: all {length} positions were added to an input of "
-                                f"{n} token{'s' if n != 1 else ''}.")
+                raise E.fail_with(name, "pos_not_sliced", f"{where_n} your output has shape "
+                                  f"{tuple(got.shape)}: all {length} positions were added to an input of "
+                                  f"{n} token{'s' if n != 1 else ''}.")
             if tuple(got.shape) == (batch, n, 2 * d):
-                raise fail_with(name, "embeddings_concatenated", where_n)
-            raise mismatch(name, got, expected, where_n, [
+                raise E.fail_with(name, "embeddings_concatenated", where_n)
+            raise E.mismatch(name, got, expected, where_n, [
                 ("positions_missing", lambda: token_part),
                 ("positions_only", lambda: pos_part.expand(batch, n, d)),
                 ("embeddings_multiplied", lambda: token_part * pos_part),
                 ("last_positions", lambda: token_part + pos_values[length - n:]),
             ], "output = token_table(token_ids) + position_table(torch.arange(n)).")
-        probe_device(name, copy.deepcopy(layer), ids, where)
-        ids = torch.randint(0, vocab, (1, length + 1), generator=generator(950 + case))
+        E.probe_device(name, copy.deepcopy(layer), ids, where)
+        ids = torch.randint(0, vocab, (1, length + 1), generator=E.generator(950 + case))
         with torch.no_grad():
-            expect_value_error(name, lambda: layer(ids), f"{where} an input of {length + 1} tokens:",
-                               f"{embedding_cls.__name__}(...)")
-    passed(name, f"token + positional embeddings are right on {len(_EMBEDDING_CASES)} sizes, "
-           "for full, short and too-long inputs")
+            E.expect_value_error(name, lambda: layer(ids), f"{where} an input of {length + 1} tokens:",
+                                 f"{embedding_cls.__name__}(...)")
+    E.passed(name, f"token + positional embeddings are right on {len(_EMBEDDING_CASES)} sizes, "
+             "for full, short and too-long inputs")
 
 
 # --------------------------------------------------------------------------- nn.MultiheadAttention
@@ -217,7 +183,7 @@ def _mask_bug(mask: torch.Tensor, n: int) -> str | None:
                  (hide(with_diagonal), "mask_diagonal"))
     else:
         return None
-    return next((bug for want, bug in known if torch.equal(mask, want)), None)
+    return E.first_bug((bug, torch.equal(mask, want)) for want, bug in known)
 
 
 def _snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -229,32 +195,32 @@ def _copy(name: str, copy_fn: Callable, ours: nn.Module, theirs: nn.Module) -> N
     try:
         copy_fn(ours, theirs)
     except NotImplementedError:
-        raise fail(name, "copy_fn raised NotImplementedError: the exercise stub is still "
-                   "in place.", "replace `raise NotImplementedError()` with your code.") from None
+        raise E.fail(name, "copy_fn raised NotImplementedError: the exercise stub is still "
+                     "in place.", "replace `raise NotImplementedError()` with your code.") from None
     except RuntimeError as exc:
         if "leaf Variable" in str(exc) or "requires grad" in str(exc):
-            raise fail_with(name, "copy_without_no_grad", f"copy_fn raised RuntimeError: {exc}") from None
-        raise fail(name, f"copy_fn(ours, theirs) raised RuntimeError: {exc}") from exc
+            raise E.fail_with(name, "copy_without_no_grad", f"copy_fn raised RuntimeError: {exc}") from None
+        raise E.fail(name, f"copy_fn(ours, theirs) raised RuntimeError: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - we report any crash in plain words
-        raise fail(name, f"copy_fn(ours, theirs) raised {type(exc).__name__}: {exc}") from exc
+        raise E.fail(name, f"copy_fn(ours, theirs) raised {type(exc).__name__}: {exc}") from exc
 
 
 def _check_in_proj(name, where, got, init, blocks, what):
     """Diagnose theirs.in_proj_<what> against our three (query, key, value) blocks."""
     expected = torch.cat(blocks, dim=0)
-    if same(got, expected):
+    if E.same(got, expected):
         return
     for order in itertools.permutations(range(3)):
-        if order != (0, 1, 2) and same(got, torch.cat([blocks[i] for i in order], dim=0)):
+        if order != (0, 1, 2) and E.same(got, torch.cat([blocks[i] for i in order], dim=0)):
             names = ", ".join(_QKV[i] for i in order)
-            raise fail_with(name, "in_proj_order", f"{where} your in_proj_{what} holds ({names}).")
+            raise E.fail_with(name, "in_proj_order", f"{where} your in_proj_{what} holds ({names}).")
     if what == "weight":
-        if same(got, torch.cat([b.T for b in blocks], dim=0)):
-            raise fail_with(name, "copy_transposed", where)
-        if same(got, init):
-            raise fail_with(name, "in_proj_not_copied", where)
-    raise fail(name, f"{where} in_proj_{what} is wrong: {describe_difference(expected, got)}.",
-               f"in_proj_{what} = torch.cat([query, key, value], dim=0).")
+        if E.same(got, torch.cat([b.T for b in blocks], dim=0)):
+            raise E.fail_with(name, "copy_transposed", where)
+        if E.same(got, init):
+            raise E.fail_with(name, "in_proj_not_copied", where)
+    raise E.fail(name, f"{where} in_proj_{what} is wrong: {E.describe_difference(expected, got)}.",
+                 f"in_proj_{what} = torch.cat([query, key, value], dim=0).")
 
 
 def _check_copied(name, where, ours, theirs, before, qkv_bias, d):
@@ -262,32 +228,32 @@ def _check_copied(name, where, ours, theirs, before, qkv_bias, d):
     ours_storage = {p.untyped_storage().data_ptr() for p in ours.parameters()}
     for their_name, p in theirs.named_parameters():
         if p.untyped_storage().data_ptr() in ours_storage:
-            raise fail_with(name, "shared_parameter", where, detail=f"theirs.{their_name}")
+            raise E.fail_with(name, "shared_parameter", where, detail=f"theirs.{their_name}")
     params = {k: p.detach() for k, p in theirs.named_parameters()}
     weight = params["in_proj_weight"]
     if tuple(weight.shape) != (3 * d, d):
-        raise fail(name, f"{where} theirs.in_proj_weight has shape {tuple(weight.shape)}; it "
-                   f"must keep shape {(3 * d, d)} (query, key and value stacked by rows).",
-                   "torch.cat([...], dim=0), not dim=1.")
+        raise E.fail(name, f"{where} theirs.in_proj_weight has shape {tuple(weight.shape)}; it "
+                     f"must keep shape {(3 * d, d)} (query, key and value stacked by rows).",
+                     "torch.cat([...], dim=0), not dim=1.")
     layers = [getattr(ours, f"W_{p}") for p in _QKV]
     _check_in_proj(name, where, weight, before["in_proj_weight"], [q.weight.detach() for q in layers],
                    "weight")
     bias = params.get("in_proj_bias")
     if bias is not None and qkv_bias:
-        if same(bias, before["in_proj_bias"]):
-            raise fail_with(name, "in_bias_not_copied", where)
+        if E.same(bias, before["in_proj_bias"]):
+            raise E.fail_with(name, "in_bias_not_copied", where)
         _check_in_proj(name, where, bias, before["in_proj_bias"], [q.bias.detach() for q in layers], "bias")
-    elif bias is not None and not same(bias, torch.zeros_like(bias)):
-        raise fail_with(name, "in_bias_not_zero", where)
+    elif bias is not None and not E.same(bias, torch.zeros_like(bias)):
+        raise E.fail_with(name, "in_bias_not_zero", where)
     out_w, want_w = params["out_proj.weight"], ours.out_proj.weight.detach()
-    if not same(out_w, want_w):
-        bug = _first((("out_proj_transposed", same(out_w, want_w.T)),
-                      ("out_proj_not_copied", same(out_w, before["out_proj.weight"]))))
+    if not E.same(out_w, want_w):
+        bug = E.first_bug((("out_proj_transposed", E.same(out_w, want_w.T)),
+                      ("out_proj_not_copied", E.same(out_w, before["out_proj.weight"]))))
         if bug:
-            raise fail_with(name, bug, where)
-        raise fail(name, f"{where} out_proj.weight is wrong: {describe_difference(want_w, out_w)}.")
-    if not same(params["out_proj.bias"], ours.out_proj.bias.detach()):
-        raise fail_with(name, "out_bias_not_copied", where)
+            raise E.fail_with(name, bug, where)
+        raise E.fail(name, f"{where} out_proj.weight is wrong: {E.describe_difference(want_w, out_w)}.")
+    if not E.same(params["out_proj.bias"], ours.out_proj.bias.detach()):
+        raise E.fail_with(name, "out_bias_not_copied", where)
 
 
 def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
@@ -300,107 +266,85 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
     """
     __tracebackhide__ = True
     name = "check_copy_into_torch_mha"
-    ensure_callable(name, copy_fn, "your copy function copy_fn(ours, theirs) as first argument")
-    ensure_callable(name, mask_fn, "your mask function mask_fn(n) as second argument")
+    E.ensure_callable(name, copy_fn, "your copy function copy_fn(ours, theirs) as first argument")
+    E.ensure_callable(name, mask_fn, "your mask function mask_fn(n) as second argument")
     for case, (d, heads, qkv_bias, length, batch, n) in enumerate(_MHA_CASES):
-        with preserved_rng():
+        with E.preserved_rng():
             torch.manual_seed(1000 + case)
-            ours = chapters().MultiHeadAttention(d, d, length, 0.0, heads, qkv_bias=qkv_bias).eval()
+            ours = E.chapters().MultiHeadAttention(d, d, length, 0.0, heads, qkv_bias=qkv_bias).eval()
             theirs = nn.MultiheadAttention(d, heads, batch_first=True).eval()
         where = f"With d_model={d}, num_heads={heads}, qkv_bias={qkv_bias}:"
         ours_before, theirs_before = (_snapshot(ours), _snapshot(theirs))
         _copy(name, copy_fn, ours, theirs)
         if any(not torch.equal(v, ours_before[k]) for k, v in ours.state_dict().items()):
-            raise fail_with(name, "copy_wrong_direction", where)
+            raise E.fail_with(name, "copy_wrong_direction", where)
         _check_copied(name, where, ours, theirs, theirs_before, qkv_bias, d)
         for m in (n, 1, length):
-            mask = expect_tensor_output(name, call(name, mask_fn, m, what=f"mask_fn({m})"), f"mask_fn({m})")
+            mask = E.expect_tensor_output(name, E.call(name, mask_fn, m, what=f"mask_fn({m})"), f"mask_fn({m})")
             if tuple(mask.shape) != (m, m):
-                raise fail(name, f"mask_fn({m}) returned shape {tuple(mask.shape)}; the mask "
-                           f"for {m} tokens must be ({m}, {m}).")
+                raise E.fail(name, f"mask_fn({m}) returned shape {tuple(mask.shape)}; the mask "
+                             f"for {m} tokens must be ({m}, {m}).")
             bug = _mask_bug(mask.cpu(), m)
             if bug:
-                raise fail_with(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
-        x = randn(batch, n, d, seed=1100 + case)                    # (batch, n, d)
+                raise E.fail_with(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
+        x = E.randn(batch, n, d, seed=1100 + case)                    # (batch, n, d)
         with torch.no_grad():
             expected = ours(x)                                       # (batch, n, d)
-            got = call(name, theirs, x, x, x, attn_mask=mask_fn(n), need_weights=False,
-                       what="nn.MultiheadAttention with your weights and mask")[0]
-        if not same(got, expected):
-            raise fail(name, f"{where} on input of shape {(batch, n, d)}, "
-                       f"{describe_difference(expected, got)}.",
-                       "the weights and mask look right one by one; check the mask's dtype "
-                       "(bool, True = do not attend) and values.")
-    passed(name, f"nn.MultiheadAttention matches our MultiHeadAttention on {len(_MHA_CASES)} "
-           "sizes (with and without qkv biases)")
+            got = E.call(name, theirs, x, x, x, attn_mask=mask_fn(n), need_weights=False,
+                         what="nn.MultiheadAttention with your weights and mask")[0]
+        if not E.same(got, expected):
+            raise E.fail(name, f"{where} on input of shape {(batch, n, d)}, "
+                         f"{E.describe_difference(expected, got)}.",
+                         "the weights and mask look right one by one; check the mask's dtype "
+                         "(bool, True = do not attend) and values.")
+    E.passed(name, f"nn.MultiheadAttention matches our MultiHeadAttention on {len(_MHA_CASES)} "
+             "sizes (with and without qkv biases)")
 
 
 # --------------------------------------------------------------------------- TinyGPT (optional exercise)
-class _GptCase:
-    """A TinyGPT configuration in the shape the engine's build/check_too_long expect."""
-
-    qkv_bias = None  # TinyGPT takes no qkv_bias argument
-
-    def __init__(self, vocab: int, length: int, d: int, heads: int, batch: int, n: int, seed: int) -> None:
-        self.vocab, self.context_length, self.d_model, self.heads = vocab, length, d, heads
-        self.batch, self.n, self.seed = batch, n, seed
-
-    def args(self, dropout: float = 0.0) -> tuple:
-        return (self.vocab, self.context_length, self.d_model, self.heads, dropout)
-
-    def signature(self) -> str:
-        return "(vocab_size, context_length, d_model, num_heads, dropout=0.1)"
-
-    def describe(self, cls: type, dropout: float = 0.0) -> str:
-        return (f"{cls.__name__}(vocab_size={self.vocab}, context_length={self.context_length}, "
-                f"d_model={self.d_model}, num_heads={self.heads}, dropout={dropout})")
-
-    def inputs(self, n: int | None = None) -> torch.Tensor:
-        shape = (self.batch, self.n if n is None else n)
-        return torch.randint(0, self.vocab, shape, generator=generator(self.seed))
+# (batch, n, d_model, d_model, context_length): TinyGPT(vocab_size, context_length, d_model, num_heads)
+_GPT_CASES = (E.Case(2, 6, 8, 8, 6, num_heads=2, seed=1300, vocab=50),
+              E.Case(1, 5, 12, 12, 8, num_heads=3, seed=1301, vocab=97))
 
 
-_GPT_CASES = (_GptCase(50, 6, 8, 2, batch=2, n=6, seed=1300), _GptCase(97, 8, 12, 3, batch=1, n=5, seed=1301))
-
-
-def _gpt_parts(name: str, model: nn.Module, case: _GptCase, where: str):
+def _gpt_parts(name: str, model: nn.Module, case: E.Case, where: str):
     """The student's token and position tables, attention weights and head, checked."""
-    vocab, length, d = case.vocab, case.context_length, case.d_model
+    vocab, length, d = case.vocab, case.context_length, case.d_in
     for attr in ("embed", "attn", "head"):
         if not isinstance(getattr(model, attr, None), nn.Module):
-            raise fail(name, f"{where} {name} looks for the submodule {attr!r} (embed: the token and "
-                       "position embeddings, attn: a causal multi-head attention layer, head: the output "
-                       f"layer), but your model has no nn.Module called {attr!r}.",
-                       f"self.{attr} = ... in __init__.")
+            raise E.fail(name, f"{where} {name} looks for the submodule {attr!r} (embed: the token and "
+                         "position embeddings, attn: a causal multi-head attention layer, head: the output "
+                         f"layer), but your model has no nn.Module called {attr!r}.",
+                         f"self.{attr} = ... in __init__.")
     shapes = {tuple(p.shape): p for p in model.embed.parameters() if p.dim() == 2}
     if (vocab, d) not in shapes:
-        raise fail(name, f"{where} model.embed has no token table of shape {(vocab, d)}.",
-                   "self.embed = InputEmbedding(vocab_size, context_length, d_model).")
+        raise E.fail(name, f"{where} model.embed has no token table of shape {(vocab, d)}.",
+                     "self.embed = InputEmbedding(vocab_size, context_length, d_model).")
     if (length, d) not in shapes:
-        raise fail_with(name, "positions_missing",
-                        f"{where} model.embed has no position table of shape {(length, d)}.")
+        raise E.fail_with(name, "positions_missing",
+                          f"{where} model.embed has no position table of shape {(length, d)}.")
     head = model.head
     if not isinstance(head, nn.Linear) or (head.in_features, head.out_features) != (d, vocab):
-        raise fail(name, f"{where} model.head should be nn.Linear({d}, {vocab}, bias=False).",
-                   "self.head = nn.Linear(d_model, vocab_size, bias=False).")
+        raise E.fail(name, f"{where} model.head should be nn.Linear({d}, {vocab}, bias=False).",
+                     "self.head = nn.Linear(d_model, vocab_size, bias=False).")
     if head.bias is not None:
-        raise fail_with(name, "tiny_gpt_head_bias", where)
+        raise E.fail_with(name, "tiny_gpt_head_bias", where)
     layers = {n: getattr(model.attn, n, None) for n in ("W_query", "W_key", "W_value", "out_proj")}
     if not all(isinstance(layer, nn.Linear) for layer in layers.values()):
-        raise fail(name, f"{where} model.attn should be the chapter's multi-head attention layer (with "
-                   "W_query, W_key, W_value and out_proj).",
-                   "self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout, "
-                   "num_heads).")
+        raise E.fail(name, f"{where} model.attn should be the chapter's multi-head attention layer (with "
+                     "W_query, W_key, W_value and out_proj).",
+                     "self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout, "
+                     "num_heads).")
     heads = getattr(model.attn, "num_heads", None)
-    weights = MHAWeights(layers, layers.pop("out_proj"), case.heads if heads is None else heads)
+    weights = E.MHAWeights(layers, layers.pop("out_proj"), case.num_heads if heads is None else heads)
     return shapes[(vocab, d)], shapes[(length, d)], weights, head
 
 
-def _gpt_logits(parts, ids: torch.Tensor, r=RIGHT, positions: bool = True) -> torch.Tensor:
+def _gpt_logits(parts, ids: torch.Tensor, r=E.RIGHT, positions: bool = True) -> torch.Tensor:
     """Next-token logits recomputed from the student's own weights: (b, n, vocab)."""
     tok, pos, weights, head = parts
     vectors = tok[ids] + (pos[: ids.shape[1]] if positions else 0)     # (b, n, d)
-    return head(mha_reference(weights, vectors, r))                      # (b, n, vocab)
+    return head(E.mha_reference(weights, vectors, r))                      # (b, n, vocab)
 
 
 def check_tiny_gpt(cls: type) -> None:
@@ -409,33 +353,37 @@ def check_tiny_gpt(cls: type) -> None:
     (b, n) int64 ids -> (b, n, vocab_size) logits, computed from its own weights, causal."""
     __tracebackhide__ = True
     name = "check_tiny_gpt"
-    ensure_class(name, cls, "your class TinyGPT itself")
+    E.ensure_class(name, cls, "your class TinyGPT itself")
     for case in _GPT_CASES:
-        with isolated():
-            model = build(name, cls, case)
+        with E.isolated():
+            model = E.build(name, cls, case)
             where = f"With {case.describe(cls)}:"
             parts = _gpt_parts(name, model, case, where)
             tok, pos, _, head = parts
             model.eval()
             ids = case.inputs()
-            got = run(name, model, ids, where)
+            got = E.run(name, model, ids, where)
             expected = _gpt_logits(parts, ids)
-            if not same(got, expected):
-                raise mismatch(name, got, expected, where, [
+            if not E.same(got, expected):
+                raise E.mismatch(name, got, expected, where, [
                     ("logits_softmaxed", lambda: torch.softmax(expected, dim=-1)),
                     ("positions_missing", lambda: _gpt_logits(parts, ids, positions=False)),
-                    ("tiny_gpt_not_causal", lambda: _gpt_logits(parts, ids, Recipe(mask="none"))),
+                    ("tiny_gpt_not_causal", lambda: _gpt_logits(parts, ids, E.Recipe(mask="none"))),
                     ("tiny_gpt_attention_skipped", lambda: head(tok[ids] + pos[: ids.shape[1]])),
                 ], "logits = head(attn(embed(token_ids))).")
             later = ids.clone()
             later[:, -1] = (later[:, -1] + 1) % case.vocab
-            if not same(run(name, model, later, where)[:, :-1], got[:, :-1]):
-                raise fail_with(name, "tiny_gpt_not_causal", where)
-            probe_second_call(name, model, case.inputs, lambda x: _gpt_logits(parts, x), case.context_length,
-                              where)
-            probe_device(name, copy.deepcopy(model), ids, where)
-            probe_backward(name, build(name, cls, case, 0.3), ids, where)
-            probe_backward(name, model, ids, where, lambda: _gpt_logits(parts, ids))
-            check_too_long(name, cls, case)
-    passed(name, f"logits match embeddings -> causal attention -> head on {len(_GPT_CASES)} sizes; "
-           "causal, trainable, and too-long inputs refused")
+            if not E.same(E.run(name, model, later, where)[:, :-1], got[:, :-1]):
+                raise E.fail_with(name, "tiny_gpt_not_causal", where)
+            E.probe_second_call(name, model, case.inputs, lambda x: _gpt_logits(parts, x), case.context_length,
+                                where)
+            E.probe_device(name, copy.deepcopy(model), ids, where)
+            E.probe_backward(name, E.build(name, cls, case, 0.3), ids, where)
+            E.probe_backward(name, model, ids, where, lambda: _gpt_logits(parts, ids))
+            E.check_too_long(name, cls, case)
+    E.passed(name, f"logits match embeddings -> causal attention -> head on {len(_GPT_CASES)} sizes; "
+             "causal, trainable, and too-long inputs refused")
+
+
+__all__ = ["check_copy_into_torch_mha", "check_input_embedding", "check_sliding_window_dataset",
+           "check_tiny_gpt"]

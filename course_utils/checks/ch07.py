@@ -7,20 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from ._engine import (
-    Recipe,
-    Watch,
-    attention,
-    call_pure,
-    ensure_callable,
-    expect_tensor_output,
-    fail_with,
-    mismatch,
-    passed,
-    probe_device,
-    randn,
-    same,
-)
+from . import _engine as E
 
 # (n tokens, key width d, value width, block_size): block sizes that divide n, that do not,
 # of 1 and larger than n; a value width unlike d catches outputs sized by q instead of v.
@@ -28,7 +15,7 @@ _CASES = ((16, 8, 5, 4), (7, 4, 4, 3), (10, 5, 5, 16), (12, 6, 6, 1), (9, 3, 2, 
 
 
 def _inputs(case: int, n: int, d: int, dv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return randn(n, d, seed=700 + case), randn(n, d, seed=800 + case), randn(n, dv, seed=900 + case)
+    return E.randn(n, d, seed=700 + case), E.randn(n, d, seed=800 + case), E.randn(n, dv, seed=900 + case)
 
 
 def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.Tensor:
@@ -53,12 +40,12 @@ def _candidates(q, k, v, block: int) -> list[tuple[str, Callable[[], torch.Tenso
     n = q.shape[0]
     local = torch.arange(n) % block > torch.arange(n).unsqueeze(1)  # key position taken within its block
     return [
-        ("mask_missing", lambda: attention(q, k, v, Recipe(mask="none"))),
-        ("mask_past", lambda: attention(q, k, v, Recipe(mask="past"))),
-        ("mask_diagonal", lambda: attention(q, k, v, Recipe(mask="diagonal"))),
-        ("block_local_positions", lambda: attention(q, k, v, mask=local)),
-        ("no_scaling", lambda: attention(q, k, v, Recipe(scale="none"))),
-        ("scale_d_k", lambda: attention(q, k, v, Recipe(scale="d_k"))),
+        ("mask_missing", lambda: E.attention(q, k, v, E.Recipe(mask="none"))),
+        ("mask_past", lambda: E.attention(q, k, v, E.Recipe(mask="past"))),
+        ("mask_diagonal", lambda: E.attention(q, k, v, E.Recipe(mask="diagonal"))),
+        ("block_local_positions", lambda: E.attention(q, k, v, mask=local)),
+        ("no_scaling", lambda: E.attention(q, k, v, E.Recipe(scale="none"))),
+        ("scale_d_k", lambda: E.attention(q, k, v, E.Recipe(scale="d_k"))),
         ("online_no_rescale", lambda: _streamed(q, k, v, block, rescale=False, normalise=True)),
         ("online_no_final_division", lambda: _streamed(q, k, v, block, rescale=True, normalise=False)),
     ]
@@ -69,27 +56,29 @@ def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Te
     computed one key block at a time with an online softmax, never building an (n, n) tensor."""
     __tracebackhide__ = True
     name = "check_blockwise_attention"
-    ensure_callable(name, fn, "a function fn(q, k, v, block_size)")
+    E.ensure_callable(name, fn, "a function fn(q, k, v, block_size)")
     for case, (n, d, dv, block) in enumerate(_CASES):
         q, k, v = _inputs(case, n, d, dv)
-        expected = attention(q, k, v)
+        expected = E.attention(q, k, v)
         what = f"fn(q, k, v, block_size={block}) with n={n}, d={d} and v of width {dv}"
-        watch = Watch()
+        watch = E.Watch()
         with watch:
-            got = call_pure(name, fn, [q, k, v], block, what=what)
-        got = expect_tensor_output(name, got, what)
-        if not same(got, expected):
-            raise mismatch(name, got, expected, f"With {what}:", _candidates(q, k, v, block),
-                           "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
+            got = E.call_pure(name, fn, [q, k, v], block, what=what)
+        got = E.expect_tensor_output(name, got, what)
+        if not E.same(got, expected):
+            raise E.mismatch(name, got, expected, f"With {what}:", _candidates(q, k, v, block),
+                             "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
         if any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
-            raise fail_with(name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
+            raise E.fail_with(name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
         if block < n:
             if any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
-                raise fail_with(name, "blockwise_full_scores", what=what, n=n)
+                raise E.fail_with(name, "blockwise_full_scores", what=what, n=n)
             if any(c[0] in ("softmax", "_softmax") and c[2] and isinstance(c[2][0], torch.Tensor)
                    and c[2][0].shape[-1] == n for c in watch.calls):
-                raise fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
-    probe_device(name, None, _inputs(0, 8, 4, 4), "With q, k and v on another device:",
-                 fn=lambda q, k, v: fn(q, k, v, 3))
-    passed(name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor")
+                raise E.fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
+    E.probe_device(name, None, _inputs(0, 8, 4, 4), "With q, k and v on another device:",
+                   fn=lambda q, k, v: fn(q, k, v, 3))
+    E.passed(name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor")
 
+
+__all__ = ["check_blockwise_attention"]

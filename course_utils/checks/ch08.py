@@ -14,21 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._engine import (
-    Recipe,
-    attention,
-    call,
-    chapters,
-    ensure_callable,
-    expect_tensor_output,
-    fail,
-    fail_with,
-    generator,
-    passed,
-    preserved_rng,
-    randn,
-    same,
-)
+from . import _engine as E
 
 # --------------------------------------------------------------------------- train_step
 # (vocab, width, batch, tokens, seed); three steps each, so gradients left over from step 1 show.
@@ -62,16 +48,16 @@ def _student_step(name, step, model, optimizer, x, y, i):
     hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
     try:
-        loss = call(name, step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+        loss = E.call(name, step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
     finally:
         for h in hooks:
             h.remove()
     if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
-        raise fail_with(name, "input_modified", f"After {what}:", what="inputs or targets tensor")
+        raise E.fail_with(name, "input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
-        raise fail_with(name, "step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
+        raise E.fail_with(name, "step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
     if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
         if not backward_ran:
             bug = "step_no_backward"
@@ -79,7 +65,7 @@ def _student_step(name, step, model, optimizer, x, y, i):
             bug = "step_zero_grad_before_step"
         else:
             bug = "step_no_optimizer_step"
-        raise fail_with(name, bug, f"After {what} the weights did not change.")
+        raise E.fail_with(name, bug, f"After {what} the weights did not change.")
     return float(loss)
 
 
@@ -97,12 +83,12 @@ def check_train_step(train_step) -> None:
     """Check ``train_step(model, optimizer, inputs, targets) -> float`` over three SGD steps."""
     __tracebackhide__ = True
     name = "check_train_step"
-    ensure_callable(name, train_step, "a function train_step(model, optimizer, inputs, targets)")
-    with preserved_rng():
+    E.ensure_callable(name, train_step, "a function train_step(model, optimizer, inputs, targets)")
+    with E.preserved_rng():
         for vocab, width, b, n, seed in STEP_CASES:
             torch.manual_seed(seed)
             base = nn.Sequential(nn.Embedding(vocab, width), nn.Linear(width, vocab))
-            g = generator(seed)
+            g = E.generator(seed)
             batches = []
             for _ in range(3):
                 x = torch.randint(vocab, (b, n), generator=g)  # (b, n)
@@ -112,20 +98,20 @@ def check_train_step(train_step) -> None:
             where = f"With a {vocab}-token model, batches of shape {(b, n)}, three steps of SGD(lr={LR}):"
             got = _run_steps(train_step, base, batches, name)
             want = _run_steps(_reference_step, base, batches)
-            if same(got[0], want[0]) and same(got[1], want[1]):
+            if E.same(got[0], want[0]) and E.same(got[1], want[1]):
                 continue
             for bug in STEP_BUGS:
                 variant = _run_steps(partial(_reference_step, bug=bug), base, batches)
-                if same(got[0], variant[0]) and same(got[1], variant[1]):
-                    raise fail_with(name, bug, where)
-            if not same(got[0], want[0]):
-                raise fail(name, f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, "
-                           f"expected {[round(v, 4) for v in want[0].tolist()]}.",
-                           "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all "
-                           "positions.")
-            raise fail(name, f"{where} the losses are right but the weights after three steps are not.",
-                       "per step: optimizer.zero_grad(), loss.backward(), optimizer.step(), once each.")
-    passed(name, f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
+                if E.same(got[0], variant[0]) and E.same(got[1], variant[1]):
+                    raise E.fail_with(name, bug, where)
+            if not E.same(got[0], want[0]):
+                raise E.fail(name, f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, "
+                             f"expected {[round(v, 4) for v in want[0].tolist()]}.",
+                             "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all "
+                             "positions.")
+            raise E.fail(name, f"{where} the losses are right but the weights after three steps are not.",
+                         "per step: optimizer.zero_grad(), loss.backward(), optimizer.step(), once each.")
+    E.passed(name, f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
 
 
 # --------------------------------------------------------------------------- sample_next_token
@@ -137,28 +123,28 @@ SAMPLE_LOGITS = ((1.5, 0.5, 0.0, -0.5, -2.0), (3.0, 2.0, 1.0, 0.5, 0.25))
 def _draw(name, sample, logits, temperature, seed, what):
     """The student's draw; a crash is named when multinomial refused the probabilities, else by call()."""
     try:
-        return sample(logits.clone(), temperature, generator(seed))
+        return sample(logits.clone(), temperature, E.generator(seed))
     except NotImplementedError:
         pass  # the stub: call() below names it
     except RuntimeError as exc:
         text = str(exc)
         if "probability tensor contains" in text or "invalid multinomial distribution" in text:
             bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
-            raise fail_with(name, bug, f"{what} raised RuntimeError: {text}") from None
+            raise E.fail_with(name, bug, f"{what} raised RuntimeError: {text}") from None
     except Exception:  # noqa: BLE001 - call() below reports it in plain words
         pass
-    return call(name, sample, logits, temperature, generator(seed), what=what)
+    return E.call(name, sample, logits, temperature, E.generator(seed), what=what)
 
 
 def _check_frequencies(name, sample, row, temperature):
     """DRAWS draws from one row of logits: repeatable, with the frequencies of softmax(row / T)."""
     batch = torch.tensor(row).repeat(DRAWS, 1)  # (20000, 5): the same row many times
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {list(row)}"
-    first = expect_tensor_output(name, _draw(name, sample, batch, temperature, 5, what), what, (DRAWS,))
+    first = E.expect_tensor_output(name, _draw(name, sample, batch, temperature, 5, what), what, (DRAWS,))
     second = _draw(name, sample, batch, temperature, 5, what)
     if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
-        raise fail_with(name, "generator_ignored", f"Two calls of {what}, each with a generator "
-                        "seeded 5, drew different tokens.")
+        raise E.fail_with(name, "generator_ignored", f"Two calls of {what}, each with a generator "
+                          "seeded 5, drew different tokens.")
     freq = torch.bincount(first.flatten().long().cpu(), minlength=len(row))[:len(row)].double() / DRAWS
     logits = torch.tensor(row, dtype=torch.float64)
     expected = torch.softmax(logits / temperature, dim=-1)
@@ -173,9 +159,9 @@ def _check_frequencies(name, sample, row, temperature):
                 ("sampled_from_logits", logits.clamp(min=0) / logits.clamp(min=0).sum())]
     for bug, probs in variants:
         if (freq - probs).abs().max() <= TOLERANCE:
-            raise fail_with(name, bug, shown)
-    raise fail(name, shown, "probs = torch.softmax(logits / temperature, dim=-1), then "
-               "torch.multinomial(probs, num_samples=1, generator=generator).")
+            raise E.fail_with(name, bug, shown)
+    raise E.fail(name, shown, "probs = torch.softmax(logits / temperature, dim=-1), then "
+                 "torch.multinomial(probs, num_samples=1, generator=generator).")
 
 
 def check_sample_next_token(sample) -> None:
@@ -183,20 +169,20 @@ def check_sample_next_token(sample) -> None:
     softmax of logits / temperature, drawn repeatably from the generator."""
     __tracebackhide__ = True
     name = "check_sample_next_token"
-    ensure_callable(name, sample, "a function sample_next_token(logits, temperature, generator)")
-    with preserved_rng(), torch.no_grad():
-        logits = randn(6, 9, seed=811)  # (6, 9)
+    E.ensure_callable(name, sample, "a function sample_next_token(logits, temperature, generator)")
+    with E.preserved_rng(), torch.no_grad():
+        logits = E.randn(6, 9, seed=811)  # (6, 9)
         what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
-        got = expect_tensor_output(name, _draw(name, sample, logits, 0, 1, what), what, (6,))
+        got = E.expect_tensor_output(name, _draw(name, sample, logits, 0, 1, what), what, (6,))
         if got.dtype.is_floating_point or got.dtype == torch.bool:
-            raise fail_with(name, "sample_not_ids", f"{what} returned dtype {got.dtype}.")
+            raise E.fail_with(name, "sample_not_ids", f"{what} returned dtype {got.dtype}.")
         if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
-            raise fail_with(name, "greedy_not_argmax", f"For {what}:")
+            raise E.fail_with(name, "greedy_not_argmax", f"For {what}:")
         for row in SAMPLE_LOGITS:
             for temperature in (1.0, 0.5, 2.0):
                 _check_frequencies(name, sample, row, temperature)
-    passed(name, f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
-           "draws match softmax(logits / T), and the same generator seed gives the same draws")
+    E.passed(name, f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
+             "draws match softmax(logits / T), and the same generator seed gives the same draws")
 
 
 # --------------------------------------------------------------------------- attend_with_cache
@@ -225,8 +211,8 @@ def _cached_variant(attn, x, cache, i, bug):
     t, past = seen_k.shape[2], all_k.shape[2] - m
     rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past)
     hidden = None if bug == "cache_chunk_unmasked" else torch.arange(t) > rows  # (m, t)
-    recipe = Recipe(scale="none" if bug == "cache_not_scaled" else "sqrt_d_k", mask="none")
-    context = attention(q, seen_k, seen_v, recipe, mask=hidden)  # (b, h, m, hd)
+    recipe = E.Recipe(scale="none" if bug == "cache_not_scaled" else "sqrt_d_k", mask="none")
+    context = E.attention(q, seen_k, seen_v, recipe, mask=hidden)  # (b, h, m, hd)
     if bug != "cache_heads_interleaved":
         context = context.transpose(1, 2)  # (b, m, h, hd)
     merged = context.reshape(b, m, h * hd)
@@ -248,25 +234,25 @@ def check_attend_with_cache(attend_with_cache) -> None:
     """Check ``attend_with_cache(attn, x_new, cache) -> (out, cache)`` against the full layer."""
     __tracebackhide__ = True
     name = "check_attend_with_cache"
-    ensure_callable(name, attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
+    E.ensure_callable(name, attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
 
     def student(attn, x_part, cache, i):
         x_new = x_part.clone()
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
-        result = call(name, attend_with_cache, attn, x_new, cache, what=what)
+        result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
         if not torch.equal(x_new, x_part):
-            raise fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
+            raise E.fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise fail_with(name, "cache_not_returned", f"{what} returned {type(result).__name__}.")
+            raise E.fail_with(name, "cache_not_returned", f"{what} returned {type(result).__name__}.")
         out, cache = result
         shape = (*x_part.shape[:2], attn.out_proj.out_features)  # (b, m, d_out)
-        return expect_tensor_output(name, out, f"the output of {what}", shape), cache
+        return E.expect_tensor_output(name, out, f"the output of {what}", shape), cache
 
-    with preserved_rng(), torch.no_grad():
+    with E.preserved_rng(), torch.no_grad():
         for b, d_in, d_out, heads, context, chunks, seed in CACHE_CASES:
             torch.manual_seed(seed)
-            attn = chapters().MultiHeadAttention(d_in, d_out, context, 0.0, heads).eval()  # the reference
-            x = randn(b, sum(chunks), d_in, seed=seed)  # (b, n, d_in)
+            attn = E.chapters().MultiHeadAttention(d_in, d_out, context, 0.0, heads).eval()  # the reference
+            x = E.randn(b, sum(chunks), d_in, seed=seed)  # (b, n, d_in)
             want = attn(x)  # (b, n, d_out): the whole text at once
             where = f"With {heads} head(s), d_out={d_out}, tokens arriving {list(chunks)} per call:"
             key_rows = []
@@ -275,15 +261,18 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 got = _run_cached(student, attn, x, chunks)
             finally:
                 hook.remove()
-            if not same(got, want):
+            if not E.same(got, want):
                 for bug in CACHE_BUGS:
-                    if same(got, _run_cached(partial(_cached_variant, bug=bug), attn, x, chunks)):
-                        raise fail_with(name, bug, where)
+                    if E.same(got, _run_cached(partial(_cached_variant, bug=bug), attn, x, chunks)):
+                        raise E.fail_with(name, bug, where)
                 first = int((got - want).abs().amax(dim=(0, 2)).gt(1e-4).nonzero()[0])
-                raise fail(name, f"{where} the outputs differ from the full layer's, first at token {first}.",
-                           "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
-                           "with rows past .. past + m - 1 of attn.mask.")
+                raise E.fail(name, f"{where} the outputs differ from the full layer's, first at token {first}.",
+                             "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
+                             "with rows past .. past + m - 1 of attn.mask.")
             if key_rows != list(chunks):
-                raise fail_with(name, "cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
-    passed(name, f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
-           "tokens, then one or more at a time), projecting only the new tokens")
+                raise E.fail_with(name, "cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
+    E.passed(name, f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
+             "tokens, then one or more at a time), projecting only the new tokens")
+
+
+__all__ = ["check_attend_with_cache", "check_sample_next_token", "check_train_step"]

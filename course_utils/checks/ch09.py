@@ -10,23 +10,8 @@ from __future__ import annotations
 from functools import partial
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from ._engine import (
-    Recipe,
-    attention,
-    call,
-    call_pure,
-    chapters,
-    ensure_callable,
-    expect_tensor_output,
-    fail,
-    fail_with,
-    isolated,
-    passed,
-    randn,
-    same,
-)
+from . import _engine as E
 
 
 # --------------------------------------------------------------------------- references with switches
@@ -43,7 +28,7 @@ def band(n_q: int, n_k: int, window: int, *, extra: int = 0, align: str = "botto
 
 def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
     """Softmax attention with a True = may-attend mask (NaN where a row has no allowed key)."""
-    return attention(q, k, v, Recipe(mask="none"), mask=None if allowed is None else ~allowed)
+    return E.attention(q, k, v, E.Recipe(mask="none"), mask=None if allowed is None else ~allowed)
 
 
 def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False):
@@ -62,41 +47,22 @@ def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, i
 def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5) -> None:
     """Return if got equals expected; else raise the failure naming the first matching mistake."""
     __tracebackhide__ = True
-    if same(got.cpu(), expected.to(got.dtype), atol=atol):
+    if E.same(got.cpu(), expected.to(got.dtype), atol=atol):
         return
     for bug, make in candidates:
         try:
-            found = same(got.cpu(), make().to(got.dtype), atol=atol)
+            found = E.same(got.cpu(), make().to(got.dtype), atol=atol)
         except Exception:  # noqa: BLE001 - a variant that cannot run here simply does not match
             continue
         if found:
-            raise fail_with(check, bug, where)
+            raise E.fail_with(check, bug, where)
     diff = (got.cpu().double() - expected.double()).abs().nan_to_num(nan=float("inf"))
     index = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    raise fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
-               f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
+    raise E.fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
+                 f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
 
 
 # --------------------------------------------------------------------------- sliding_window_mask
-FACTORIES = {"arange", "ones", "zeros", "full", "empty", "eye", "tensor", "as_tensor", "linspace"}
-
-
-class Factories(TorchFunctionMode):
-    """Records tensors made from scratch without a device, and whether anything was moved with .to."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.without_device, self.moved = [], False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if name in FACTORIES and kwargs.get("device") is None:
-            self.without_device.append(name)
-        self.moved = self.moved or name in ("to", "cuda")
-        return func(*args, **kwargs)
-
-
 WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
 WINDOW_BUGS = (("window_inverted", {"inverted": True}), ("window_cut_short", {"extra": -1}),
                ("window_one_too_many", {"extra": 1}), ("window_not_causal", {"both_sides": True}),
@@ -108,22 +74,22 @@ def check_sliding_window_mask(fn) -> None:
     True = may attend, the queries being the last n_q positions, each seeing ``window`` keys."""
     __tracebackhide__ = True
     name = "check_sliding_window_mask"
-    ensure_callable(name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
-    with isolated():
+    E.ensure_callable(name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
+    with E.isolated():
         for n_q, n_k, window in WINDOW_CASES:
             what = f"sliding_window_mask({n_q}, {n_k}, {window})"
-            got = expect_tensor_output(name, call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k))
+            got = E.expect_tensor_output(name, E.call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k))
             if got.dtype != torch.bool:
-                raise fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
+                raise E.fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
             candidates = [(bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS]
             _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
         what = "sliding_window_mask(4, 6, 2, device=torch.device('cpu'))"
-        with Factories() as watch:
-            call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
+        with E.Watch() as watch:
+            E.call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
         if watch.without_device and not watch.moved:
-            raise fail_with(name, "mask_device_ignored", f"In {what}:", made=watch.without_device[0])
-    passed(name, f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
-           "and made on the requested device")
+            raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=watch.without_device[0])
+    E.passed(name, f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
+             "and made on the requested device")
 
 
 # --------------------------------------------------------------------------- attend_new_tokens
@@ -135,19 +101,19 @@ def check_attend_new_tokens(fn) -> None:
     (b, h, n_k, hd) of all tokens; causal attention aligned to the bottom right."""
     __tracebackhide__ = True
     name = "check_attend_new_tokens"
-    ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
-    with isolated():
+    E.ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
+    with E.isolated():
         for b, h, n_q, n_k, hd, seed in CACHE_CASES:
-            q = randn(b, h, n_q, hd, seed=seed)        # (b, h, n_q, hd): the newest tokens
-            k = randn(b, h, n_k, hd, seed=seed + 10)   # (b, h, n_k, hd): all tokens
-            v = randn(b, h, n_k, hd, seed=seed + 20)   # (b, h, n_k, hd)
+            q = E.randn(b, h, n_q, hd, seed=seed)        # (b, h, n_q, hd): the newest tokens
+            k = E.randn(b, h, n_k, hd, seed=seed + 10)   # (b, h, n_k, hd): all tokens
+            v = E.randn(b, h, n_k, hd, seed=seed + 20)   # (b, h, n_k, hd)
             what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
-            got = expect_tensor_output(name, call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd))
+            got = E.expect_tensor_output(name, E.call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd))
             top_left = band(n_q, n_k, n_k, align="top")
             candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
                           ("cache_mask_missing", lambda: masked_attention(q, k, v, None))]
             _expect(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
-    passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
+    E.passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
@@ -159,17 +125,17 @@ def check_padded_causal_attention(fn) -> None:
     compared at real query positions; every output must be finite."""
     __tracebackhide__ = True
     name = "check_padded_causal_attention"
-    ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
-    with isolated():
+    E.ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
+    with E.isolated():
         for lengths, side, seed in PADDING_CASES:
             b, n = len(lengths), max(lengths)
-            real = chapters().padding_mask(lengths, n, side)  # (b, n)
-            q, k, v = (randn(b, 2, n, 4, seed=seed + i) for i in range(3))
+            real = E.chapters().padding_mask(lengths, n, side)  # (b, n)
+            q, k, v = (E.randn(b, 2, n, 4, seed=seed + i) for i in range(3))
             causal = torch.ones(n, n, dtype=torch.bool).tril()
             keep = causal & real[:, None, None, :]  # (b, 1, n, n)
             what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
-            got = call_pure(name, fn, (q, k, v, real), what=what)
-            got = expect_tensor_output(name, got, what, (b, 2, n, 4))
+            got = E.call_pure(name, fn, (q, k, v, real), what=what)
+            got = E.expect_tensor_output(name, got, what, (b, 2, n, 4))
             rows = real[:, None, :, None].expand(b, 2, n, 4)  # the real query positions
 
             def at_real(allowed, zero=False):  # zero: NaN rows as a kernel's zeros
@@ -181,9 +147,9 @@ def check_padded_causal_attention(fn) -> None:
             candidates = [(bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)]
             _expect(name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates)
             if not torch.isfinite(got).all():
-                raise fail_with(name, "padding_nan_rows", f"For {what}:")
-    passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
-           "finite everywhere")
+                raise E.fail_with(name, "padding_nan_rows", f"For {what}:")
+    E.passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
+             "finite everywhere")
 
 
 # --------------------------------------------------------------------------- apply_rope
@@ -199,20 +165,20 @@ def check_apply_rope(fn) -> None:
     """Check ``apply_rope(x, positions, base=10_000.0)``: split-halves RoPE on x (..., n, hd)."""
     __tracebackhide__ = True
     name = "check_apply_rope"
-    ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
-    with isolated():
+    E.ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
+    with E.isolated():
         for shape, positions, base, seed in ROPE_CASES:
-            x = randn(*shape, seed=seed)
+            x = E.randn(*shape, seed=seed)
             pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
             kwargs = {} if base is None else {"base": base}
             base = base or 10_000.0
             what = (f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
                     f"on x of shape {shape}")
-            got = expect_tensor_output(name, call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape)
+            got = E.expect_tensor_output(name, E.call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape)
             candidates = [(bug, partial(rope, x, pos, **{"base": base, **switch}))
                           for bug, switch in ROPE_BUGS]
             _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
-    passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
+    E.passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
 
 
 # --------------------------------------------------------------------------- repeat_kv
@@ -223,19 +189,19 @@ def check_repeat_kv(fn) -> None:
     """Check ``repeat_kv(kv, n_rep)``: (b, g, n, hd) -> (b, g * n_rep, n, hd), head j = group j // n_rep."""
     __tracebackhide__ = True
     name = "check_repeat_kv"
-    ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
-    with isolated():
+    E.ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
+    with E.isolated():
         for b, g, n, hd, rep, seed in REPEAT_CASES:
-            kv = randn(b, g, n, hd, seed=seed)
+            kv = E.randn(b, g, n, hd, seed=seed)
             what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
-            got = call_pure(name, fn, (kv,), rep, what=what)
+            got = E.call_pure(name, fn, (kv,), rep, what=what)
             wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
             if isinstance(got, torch.Tensor) and tuple(got.shape) in wrong_axis and rep > 1:
-                raise fail_with(name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
-            got = expect_tensor_output(name, got, what, (b, g * rep, n, hd))
+                raise E.fail_with(name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
+            got = E.expect_tensor_output(name, got, what, (b, g * rep, n, hd))
             candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
             _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
-    passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
+    E.passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
 
 
 __all__ = ["check_apply_rope", "check_attend_new_tokens", "check_padded_causal_attention", "check_repeat_kv",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -78,6 +78,11 @@ def match_bug(got: object, candidates: Sequence[tuple[str, Callable[[], torch.Te
         except Exception:  # noqa: BLE001 - a variant that cannot run on this input does not match
             continue
     return None
+
+
+def first_bug(pairs: Iterable[tuple[str | None, object]]) -> str | None:
+    """The first mistake id whose condition holds, or None (the true/false cousin of :func:`match_bug`)."""
+    return next((bug for bug, holds in pairs if holds), None)
 
 
 def mismatch(check: str, got: torch.Tensor, expected: torch.Tensor, where: str,
@@ -188,6 +193,6 @@ def call_pure(check: str, fn: Callable, inputs: Sequence[torch.Tensor], *rest, w
 
 __all__ = [
     "ATOL", "RTOL", "CheckFailure", "call", "call_pure", "describe_difference", "ensure_callable", "ensure_class",
-    "expect_tensor_output", "fail", "fail_with", "generator", "isolated", "match_bug", "mismatch", "passed",
-    "preserved_rng", "randn", "same", "shown", "stub_failure",
+    "expect_tensor_output", "fail", "fail_with", "first_bug", "generator", "isolated", "match_bug", "mismatch",
+    "passed", "preserved_rng", "randn", "same", "shown", "stub_failure",
 ]

@@ -15,6 +15,7 @@ from .core import (
     expect_tensor_output,
     fail,
     fail_with,
+    generator,
     passed,
     preserved_rng,
     randn,
@@ -32,7 +33,9 @@ def chapters():
 
 @dataclass(frozen=True)
 class Case:
-    """One configuration a layer is built with, and the batch it is run on."""
+    """One configuration a layer is built with, and the batch it is run on. With ``vocab``, a
+    language model (chapter 06's TinyGPT): built as (vocab_size, context_length, d_model=d_in,
+    num_heads, dropout), run on token ids."""
 
     batch: int
     n: int
@@ -42,20 +45,31 @@ class Case:
     num_heads: int | None = None  # None: a single-head layer (chapter 04's constructor)
     qkv_bias: bool = False
     seed: int = 0
+    vocab: int | None = None
 
     def args(self, dropout: float = 0.0) -> tuple:
+        if self.vocab is not None:
+            return (self.vocab, self.context_length, self.d_in, self.num_heads, dropout)
         base = (self.d_in, self.d_out, self.context_length, dropout)
         return base if self.num_heads is None else (*base, self.num_heads)
 
     def signature(self) -> str:
+        if self.vocab is not None:
+            return "(vocab_size, context_length, d_model, num_heads, dropout=0.1)"
         return "(d_in, d_out, context_length, dropout" + ("" if self.num_heads is None else ", num_heads") + ", qkv_bias=False)"
 
     def describe(self, cls: type, dropout: float = 0.0) -> str:
+        if self.vocab is not None:
+            return (f"{cls.__name__}(vocab_size={self.vocab}, context_length={self.context_length}, "
+                    f"d_model={self.d_in}, num_heads={self.num_heads}, dropout={dropout})")
         heads = "" if self.num_heads is None else f", num_heads={self.num_heads}"
         return (f"{cls.__name__}(d_in={self.d_in}, d_out={self.d_out}, context_length="
                 f"{self.context_length}, dropout={dropout}{heads}, qkv_bias={self.qkv_bias})")
 
     def inputs(self, n: int | None = None) -> torch.Tensor:
+        if self.vocab is not None:
+            shape = (self.batch, self.n if n is None else n)
+            return torch.randint(0, self.vocab, shape, generator=generator(self.seed))
         return randn(self.batch, self.n if n is None else n, self.d_in, seed=self.seed + 7)
 
 
@@ -76,7 +90,7 @@ def construct(check: str, cls: type, *args, what: str, seed: int | None = None, 
 def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
     """Construct the student's class for a case, under the case's seed."""
     __tracebackhide__ = True
-    extra = {} if case.qkv_bias is None else {"qkv_bias": case.qkv_bias}
+    extra = {} if case.vocab is not None else {"qkv_bias": case.qkv_bias}  # TinyGPT takes no qkv_bias
     return construct(check, cls, *case.args(dropout), what=case.describe(cls, dropout), seed=case.seed,
                      hint=f"the constructor takes {case.signature()}.", **extra)
 

@@ -1,5 +1,5 @@
 """Watching torch calls: a second device simulated on the CPU, and a record of dropout,
-SDPA and softmax calls."""
+SDPA and softmax calls and of tensors made without a device."""
 
 from __future__ import annotations
 
@@ -65,16 +65,23 @@ class Placement(TorchFunctionMode):
         return result
 
 
+FACTORIES = {"arange", "ones", "zeros", "full", "empty", "eye", "tensor", "as_tensor", "linspace"}
+
+
 class Watch(TorchFunctionMode):
-    """Records dropout, SDPA and softmax calls and the shapes of all results."""
+    """Records dropout, SDPA and softmax calls, the shapes of all results, the tensors made from
+    scratch without a device (``without_device``) and whether anything was moved with .to (``moved``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.calls, self.shapes = [], []
+        self.calls, self.shapes, self.without_device, self.moved = [], [], [], False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
+        if name in FACTORIES and kwargs.get("device") is None:
+            self.without_device.append(name)
+        self.moved = self.moved or name in ("to", "cuda")
         before = args[0].detach().clone() if name == "dropout" and args and isinstance(args[0], torch.Tensor) else None
         result = func(*args, **kwargs)
         if name in ("dropout", "scaled_dot_product_attention", "softmax", "_softmax"):
