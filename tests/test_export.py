@@ -108,7 +108,8 @@ def test_export_writes_definitions_without_markers_and_with_the_imports_they_nee
     assert "import torch\n" not in head
     assert '__all__ = ["Layer", "reuse"]' in ch02
     init = (target / "__init__.py").read_text()
-    assert "from .ch01 import scores\nfrom .ch02 import Layer, reuse\n" in init
+    assert "from . import ch01, ch02, ch04\nfrom .ch01 import *  # noqa: F403\n" in init
+    assert "__all__ = [name for module in (ch01, ch02, ch04) for name in module.__all__]" in init
 
 
 def test_generated_modules_import_and_pass_lint(course):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,16 +229,19 @@ def _render_init(exports: dict[str, list[str]]) -> str:
         what="The code the chapters teach, one module per chapter: ``cu.chapters.MultiHeadAttention``.",
         source="the `#| export` cells of solutions/NN_*.ipynb",
     )
-    lines = [_from_import(f".{module}", names) for module, names in exports.items() if names]
-    everything = [name for names in exports.values() for name in names]
-    return text + "\n" + "\n".join(lines) + "\n\n" + _render_all(everything)
+    modules = [module for module, names in exports.items() if names]
+    stars = "".join(f"from .{module} import *  # noqa: F403\n" for module in modules)
+    everything = "[name for module in (" + ", ".join(modules) + ") for name in module.__all__]"
+    return (text + "\nfrom . import " + ", ".join(modules) + "\n" + stars
+            + "\n# each name is listed once, in its chapter's __all__\n__all__ = " + everything + "\n")
 
 
 def _render_all(names: list[str]) -> str:
     line = "__all__ = [" + ", ".join(f'"{n}"' for n in names) + "]"
     if len(line) <= 110:
         return line + "\n"
-    return "__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n"
+    rows = textwrap.wrap(", ".join(f'"{n}"' for n in names) + ",", 104, break_long_words=False)
+    return "__all__ = [\n" + "".join(f"    {row}\n" for row in rows) + "]\n"
 
 
 # ----------------------------------------------------------------------------- files

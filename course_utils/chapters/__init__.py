@@ -3,108 +3,16 @@
 Generated from the `#| export` cells of solutions/NN_*.ipynb by `make exercises`; do not edit: edit the notebook.
 """
 
-from .ch01 import attention_scores, attention_weights, context_vectors, softmax_stable
-from .ch02 import SelfAttention_v1, SelfAttention_v2, copy_v2_into_v1
-from .ch03 import causal_mask, mask_after_softmax, mask_before_softmax
-from .ch04 import CausalAttention
-from .ch05 import MultiHeadAttention, MultiHeadAttentionWrapper, copy_wrapper_into_split, head_weights
-from .ch06 import (
-    InputEmbedding,
-    SlidingWindowDataset,
-    TinyGPT,
-    attention_via_sdpa,
-    copy_into_torch_mha,
-    merge_heads,
-    split_heads,
-    torch_mha_mask,
-)
-from .ch07 import (
-    SCORE_PASSES,
-    VARIANTS,
-    EinsumAttention,
-    FlexCausalAttention,
-    FusedQKVAttention,
-    SDPACausalAttention,
-    SDPAInvertedMaskAttention,
-    SDPAMaskAttention,
-    TorchMHAAttention,
-    WrapperAttention,
-    attention_flops,
-    causal_rule,
-    copy_of,
-    moved_bytes,
-    qkv_bytes,
-    score_bytes,
-    split_attention,
-)
-from .ch08 import attend_with_cache, cached_logits, generate, sample_next_token, train_step
-from .ch09 import (
-    GroupedQueryAttention,
-    apply_rope,
-    apply_rope_interleaved,
-    causal_padding_mask,
-    gqa_attend_with_cache,
-    kv_bytes_per_token,
-    padding_mask,
-    repeat_kv,
-    rope_angles,
-    sliding_window_mask,
-)
+from . import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09
+from .ch01 import *  # noqa: F403
+from .ch02 import *  # noqa: F403
+from .ch03 import *  # noqa: F403
+from .ch04 import *  # noqa: F403
+from .ch05 import *  # noqa: F403
+from .ch06 import *  # noqa: F403
+from .ch07 import *  # noqa: F403
+from .ch08 import *  # noqa: F403
+from .ch09 import *  # noqa: F403
 
-__all__ = [
-    "attention_scores",
-    "softmax_stable",
-    "attention_weights",
-    "context_vectors",
-    "SelfAttention_v1",
-    "SelfAttention_v2",
-    "copy_v2_into_v1",
-    "causal_mask",
-    "mask_after_softmax",
-    "mask_before_softmax",
-    "CausalAttention",
-    "head_weights",
-    "MultiHeadAttentionWrapper",
-    "MultiHeadAttention",
-    "copy_wrapper_into_split",
-    "SlidingWindowDataset",
-    "InputEmbedding",
-    "TinyGPT",
-    "split_heads",
-    "merge_heads",
-    "attention_via_sdpa",
-    "copy_into_torch_mha",
-    "torch_mha_mask",
-    "score_bytes",
-    "qkv_bytes",
-    "copy_of",
-    "WrapperAttention",
-    "split_attention",
-    "FusedQKVAttention",
-    "EinsumAttention",
-    "SDPACausalAttention",
-    "SDPAMaskAttention",
-    "TorchMHAAttention",
-    "causal_rule",
-    "FlexCausalAttention",
-    "VARIANTS",
-    "SDPAInvertedMaskAttention",
-    "SCORE_PASSES",
-    "attention_flops",
-    "moved_bytes",
-    "train_step",
-    "sample_next_token",
-    "attend_with_cache",
-    "cached_logits",
-    "generate",
-    "padding_mask",
-    "causal_padding_mask",
-    "sliding_window_mask",
-    "kv_bytes_per_token",
-    "rope_angles",
-    "apply_rope_interleaved",
-    "apply_rope",
-    "repeat_kv",
-    "GroupedQueryAttention",
-    "gqa_attend_with_cache",
-]
+# each name is listed once, in its chapter's __all__
+__all__ = [name for module in (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08, ch09) for name in module.__all__]

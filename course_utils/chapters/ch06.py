@@ -11,14 +11,8 @@ from torch.utils.data import Dataset
 import course_utils as cu
 
 __all__ = [
-    "SlidingWindowDataset",
-    "InputEmbedding",
-    "TinyGPT",
-    "split_heads",
-    "merge_heads",
-    "attention_via_sdpa",
-    "copy_into_torch_mha",
-    "torch_mha_mask",
+    "SlidingWindowDataset", "InputEmbedding", "TinyGPT", "split_heads", "merge_heads", "attention_via_sdpa",
+    "copy_into_torch_mha", "torch_mha_mask",
 ]
 
 

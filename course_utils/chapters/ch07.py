@@ -10,22 +10,9 @@ from torch import nn
 import course_utils as cu
 
 __all__ = [
-    "score_bytes",
-    "qkv_bytes",
-    "copy_of",
-    "WrapperAttention",
-    "split_attention",
-    "FusedQKVAttention",
-    "EinsumAttention",
-    "SDPACausalAttention",
-    "SDPAMaskAttention",
-    "TorchMHAAttention",
-    "causal_rule",
-    "FlexCausalAttention",
-    "VARIANTS",
-    "SDPAInvertedMaskAttention",
-    "SCORE_PASSES",
-    "attention_flops",
+    "score_bytes", "qkv_bytes", "copy_of", "WrapperAttention", "split_attention", "FusedQKVAttention",
+    "EinsumAttention", "SDPACausalAttention", "SDPAMaskAttention", "TorchMHAAttention", "causal_rule",
+    "FlexCausalAttention", "VARIANTS", "SDPAInvertedMaskAttention", "SCORE_PASSES", "attention_flops",
     "moved_bytes",
 ]
 

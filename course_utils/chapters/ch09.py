@@ -7,16 +7,8 @@ import torch
 from torch import nn
 
 __all__ = [
-    "padding_mask",
-    "causal_padding_mask",
-    "sliding_window_mask",
-    "kv_bytes_per_token",
-    "rope_angles",
-    "apply_rope_interleaved",
-    "apply_rope",
-    "repeat_kv",
-    "GroupedQueryAttention",
-    "gqa_attend_with_cache",
+    "padding_mask", "causal_padding_mask", "sliding_window_mask", "kv_bytes_per_token", "rope_angles",
+    "apply_rope_interleaved", "apply_rope", "repeat_kv", "GroupedQueryAttention", "gqa_attend_with_cache",
 ]
 
 
