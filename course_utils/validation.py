@@ -69,12 +69,14 @@ def expect_tensor(
     return value
 
 
-def expect_int(value: object, name: str, *, minimum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) of at least ``minimum``."""
+def expect_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) from ``minimum`` to ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise CourseInputError(f"{name} must be an int, but got {_describe(value)}.")
     if minimum is not None and value < minimum:
         raise CourseInputError(f"{name} must be at least {minimum}, but got {value}.")
+    if maximum is not None and value > maximum:
+        raise CourseInputError(f"{name} must be at most {maximum}, but got {value}.")
     return value
 
 

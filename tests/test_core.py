@@ -104,6 +104,9 @@ def test_expect_tensor_messages_say_expected_and_given():
     assert expect_probability(0, "p") == 0.0
     with pytest.raises(cu.CourseInputError, match="n must be an int, but got a bool"):
         expect_int(True, "n")
+    assert expect_int(4, "n", minimum=1, maximum=4) == 4
+    with pytest.raises(cu.CourseInputError, match="n must be at most 4, but got 5"):
+        expect_int(5, "n", minimum=1, maximum=4)
 
 
 def test_lazy_submodules_and_unknown_attribute():

@@ -8,7 +8,7 @@ import torch
 
 from .. import plotting as P
 from ..data import EXAMPLE_TOKENS, example_inputs
-from ..validation import CourseInputError, expect_int
+from ..validation import CourseInputError
 
 
 def _title(ax, text: str, **kwargs) -> None:
@@ -42,13 +42,6 @@ def _visible(piece: str) -> str:
 
 def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
-
-
-def _at_most(value, name: str, top: int) -> None:
-    """``expect_int`` from 1 to ``top``."""
-    expect_int(value, name, minimum=1)
-    if value > top:
-        raise CourseInputError(f"{name} must be at most {top}, but got {value}.")
 
 
 def _one_of(value, name: str, options, kind: type = object) -> None:

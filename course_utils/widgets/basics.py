@@ -16,7 +16,7 @@ from ..data import EXAMPLE_TOKENS, example_causal_weights, example_scores
 from ..plotting import Bars, draw_map, explorer, handles
 from ..repro import portable_dropout_mask
 from ..validation import CourseInputError, expect_int, expect_probability
-from ._parts import RowSums, _at_most, _title, _tokens, slider_style
+from ._parts import RowSums, _title, _tokens, slider_style
 
 __all__ = ["QueryView", "query_data", "draw_query", "query_explorer", "SCALING_MAX_D_K", "SCALING_KEYS",
            "ScalingView", "scaling_data", "draw_scaling", "scaling_explorer", "MASK_MODES", "MaskView",
@@ -205,7 +205,7 @@ def scaling_explorer(d_k: int = 16, seed: int = 0) -> None:
 
     Notebook: ``cu.widgets.scaling_explorer()``
     """
-    _at_most(d_k, "d_k", SCALING_MAX_D_K)
+    expect_int(d_k, "d_k", minimum=1, maximum=SCALING_MAX_D_K)
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):

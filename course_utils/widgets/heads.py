@@ -12,7 +12,7 @@ from ..chapters import CausalAttention, head_weights, score_bytes
 from ..plotting import draw_map, explorer, handles
 from ..tokenizer import gpt2_tokenizer
 from ..validation import CourseInputError, expect_int
-from ._parts import _at_most, _divisors, _gpu_lines, _one_of, _title, _visible, slider_style
+from ._parts import _divisors, _gpu_lines, _one_of, _title, _visible, slider_style
 
 __all__ = ["HEAD_D_MODEL", "HEAD_CONTEXT", "HEAD_TEXT", "HeadView", "head_data", "draw_head", "head_explorer",
            "MEMORY_LENGTHS", "DTYPE_BYTES", "MemoryView", "format_bytes", "memory_data", "draw_memory",
@@ -242,7 +242,7 @@ def memory_explorer(n: int = 1024, heads: int = 12, batch: int = 1, d_model: int
     """
     _one_of(n, "n", MEMORY_LENGTHS)
     for value, name, top in ((heads, "heads", 32), (batch, "batch", 64), (d_model, "d_model", 2**16)):
-        _at_most(value, name, top)
+        expect_int(value, name, minimum=1, maximum=top)
 
     def controls(widgets):
         return {"n": widgets.SelectionSlider(options=[(f"{k:,}", k) for k in MEMORY_LENGTHS], value=n,
