@@ -37,9 +37,9 @@ def test_course_utils_modules_stay_small():
 
 
 # Hand-written Python in course_utils (the generated course_utils/chapters/ excluded), measured on
-# 2026-11-23 (5,046) after issue 18's second pass. A ratchet: lower it when the package shrinks; raising it
+# 2026-11-23 (5,041) after issue 18's second pass. A ratchet: lower it when the package shrinks; raising it
 # needs a reason in the commit message.
-HAND_WRITTEN_BUDGET = 5_050
+HAND_WRITTEN_BUDGET = 5_041
 
 
 def test_course_utils_does_not_grow_silently():

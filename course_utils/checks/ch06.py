@@ -76,11 +76,13 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
             where_i = f"{where} dataset[{i}] (the window starting at token {start}):"
             if E.same(x, want_x) and E.same(y, want_y):
                 continue
-            bug = E.first_bug((("targets_not_shifted", E.same(x, want_x) and E.same(y, x)),
-                          ("targets_swapped", E.same(x, want_y) and E.same(y, want_x)),
-                          ("targets_shifted_back", E.same(x, want_x) and start >= 1
-                           and E.same(y, full[start - 1:start - 1 + length])),
-                          ("window_stride_ignored_getitem", stride != 1 and E.same(x, full[i:i + length]))))
+            bug = E.first_bug((
+                ("targets_not_shifted", E.same(x, want_x) and E.same(y, x)),
+                ("targets_swapped", E.same(x, want_y) and E.same(y, want_x)),
+                ("targets_shifted_back", E.same(x, want_x) and start >= 1
+                 and E.same(y, full[start - 1:start - 1 + length])),
+                ("window_stride_ignored_getitem", stride != 1 and E.same(x, full[i:i + length])),
+            ))
             if bug:
                 raise E.fail_with(name, bug, where_i)
             if not E.same(x, want_x):

@@ -49,13 +49,10 @@ def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, c
     __tracebackhide__ = True
     if E.same(got.cpu(), expected.to(got.dtype), atol=atol):
         return
-    for bug, make in candidates:
-        try:
-            found = E.same(got.cpu(), make().to(got.dtype), atol=atol)
-        except Exception:  # noqa: BLE001 - a variant that cannot run here simply does not match
-            continue
-        if found:
-            raise E.fail_with(check, bug, where)
+    bug = E.match_bug(got.cpu(), [(b, lambda make=make: make().to(got.dtype)) for b, make in candidates],
+                      atol=atol)
+    if bug:
+        raise E.fail_with(check, bug, where)
     diff = (got.cpu().double() - expected.double()).abs().nan_to_num(nan=float("inf"))
     index = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
     raise E.fail(check, f"{where} the result differs from the reference, most at index {index}: expected "

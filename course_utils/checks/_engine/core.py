@@ -67,13 +67,14 @@ def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
             f"got {got[index].item():.6f}")
 
 
-def match_bug(got: object, candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]]) -> str | None:
+def match_bug(got: object, candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]], *,
+              atol: float = ATOL) -> str | None:
     """The id of the first mistake whose output equals ``got``, or None."""
     if not isinstance(got, torch.Tensor):
         return None
     for bug, make in candidates:
         try:
-            if same(make(), got):
+            if same(make(), got, atol=atol):
                 return bug
         except Exception:  # noqa: BLE001 - a variant that cannot run on this input does not match
             continue
