@@ -5,18 +5,12 @@ Generated from solutions/01_toy_attention.ipynb by `make exercises`; do not edit
 
 import torch
 
-__all__ = ["attention_scores", "softmax_stable", "attention_weights", "context_vectors"]
+__all__ = ["attention_scores", "attention_weights", "context_vectors"]
 
 
 def attention_scores(query, inputs):
     """Dot product of query (d,) with each row of inputs (n, d) -> (n,)."""
     return (inputs * query).sum(dim=-1)
-
-
-def softmax_stable(x):
-    """Softmax over the last dimension, safe for large inputs."""
-    exps = torch.exp(x - x.max(dim=-1, keepdim=True).values)
-    return exps / exps.sum(dim=-1, keepdim=True)
 
 
 def attention_weights(inputs):

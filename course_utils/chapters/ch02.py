@@ -6,7 +6,7 @@ Generated from solutions/02_trainable_qkv.ipynb by `make exercises`; do not edit
 import torch
 from torch import nn
 
-__all__ = ["SelfAttention_v1", "SelfAttention_v2", "copy_v2_into_v1"]
+__all__ = ["SelfAttention_v1", "SelfAttention_v2"]
 
 
 class SelfAttention_v1(nn.Module):
@@ -39,10 +39,3 @@ class SelfAttention_v2(nn.Module):
         scores = queries @ keys.T  # (n, n)
         weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)  # (n, n)
         return weights @ values  # (n, d_out)
-
-
-def copy_v2_into_v1(v1, v2):
-    """Make SelfAttention_v1 `v1` hold SelfAttention_v2 `v2`'s weights (v2 is not changed)."""
-    with torch.no_grad():  # parameters may only be overwritten without gradient recording
-        for role in ("W_query", "W_key", "W_value"):
-            getattr(v1, role).copy_(getattr(v2, role).weight.T)  # (d_out, d_in).T -> (d_in, d_out)

@@ -8,7 +8,7 @@ from torch import nn
 
 import course_utils as cu
 
-__all__ = ["head_weights", "MultiHeadAttentionWrapper", "MultiHeadAttention", "copy_wrapper_into_split"]
+__all__ = ["head_weights", "MultiHeadAttentionWrapper", "MultiHeadAttention"]
 
 
 def head_weights(head, x):
@@ -67,14 +67,3 @@ class MultiHeadAttention(nn.Module):
         heads_out = (attn_weights @ v).transpose(1, 2)  # (b, n, h, hd)
         heads_out = heads_out.contiguous().view(b, n, self.num_heads * self.head_dim)  # (b, n, d_out)
         return self.out_proj(heads_out)  # (b, n, d_out)
-
-
-@torch.no_grad()
-def copy_wrapper_into_split(wrapper, split):
-    """Give `split` the wrapper's per-head weights, and an out_proj that changes nothing."""
-    for name in ("W_query", "W_key", "W_value"):
-        stacked = torch.cat([getattr(head, name).weight for head in wrapper.heads], dim=0)  # (h * hd, d_in)
-        getattr(split, name).weight.copy_(stacked)
-    width = split.out_proj.in_features
-    split.out_proj.weight.copy_(torch.eye(width, device=split.out_proj.weight.device))  # (d_out, d_out)
-    split.out_proj.bias.zero_()
