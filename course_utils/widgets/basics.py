@@ -319,14 +319,14 @@ def draw_dropout(fig, view: DropoutView) -> None:
     if not h:
         axes = fig.subplots(1, 4, width_ratios=[1, 1, 1, 0.5])
         m = view.weights.shape[1]
-        cols, small = view.labels if m == n else [str(j) for j in range(m)], max(n, m) <= 8
-        for i, (name, data, top, cmap) in enumerate((("weights", view.weights, 1.0, P.CMAP),
-                                                     ("mask", view.mask, 2.0, "Greys"),
-                                                     ("dropped", view.dropped, 1.0, P.CMAP))):
-            h[name] = draw_map(axes[i], data, view.labels if i == 0 else [""] * n, cols, vmin=0.0, vmax=top,
-                               annotate=small, cmap=cmap, xlabel="key (attended to)" if i == 1 else "",
-                               ylabel="query (attending)" if i == 0 else "", title="weights" if i == 0 else None,
-                               colorbar=False, animated=i > 0)
+        cols, blank = view.labels if m == n else [str(j) for j in range(m)], [""] * n
+        shared = {"vmin": 0.0, "annotate": max(n, m) <= 8, "colorbar": False}  # one colour bar, drawn below
+        h["weights"] = draw_map(axes[0], view.weights, view.labels, cols, vmax=1.0, xlabel="", title="weights",
+                                **shared)
+        h["mask"] = draw_map(axes[1], view.mask, blank, cols, vmax=2.0, cmap="Greys", ylabel="", animated=True,
+                             **shared)
+        h["dropped"] = draw_map(axes[2], view.dropped, blank, cols, vmax=1.0, xlabel="", ylabel="", animated=True,
+                                **shared)
         fig.colorbar(h["weights"].image, ax=axes[2], shrink=0.8)
         h["sums"], h["axes"] = RowSums(axes[3], [""] * n, top=3.0), axes
     scale = 1.0 / (1.0 - view.p)
