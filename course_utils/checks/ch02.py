@@ -26,10 +26,6 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PL
     return E.attention(q, k, v, r, x=x)
 
 
-class _ReferenceV1(SelfAttention_v1):
-    """The chapter's SelfAttention_v1, under the name the weight-transfer messages have always shown."""
-
-
 # --------------------------------------------------------------------------- reading the projections
 # What each projection must be: (is wrong, diagnosis, hint), tried in order on the attribute ``w``;
 # the texts are formatted with name, d_in, d_out, w, kind (w's type), want and shape.
@@ -223,7 +219,7 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
     for i, (d_in, d_out) in enumerate(_TRANSFER_CASES):
         with E.preserved_rng():
             torch.manual_seed(600 + i)
-            v1, v2 = _ReferenceV1(d_in, d_out), SelfAttention_v2(d_in, d_out)
+            v1, v2 = SelfAttention_v1(d_in, d_out), SelfAttention_v2(d_in, d_out)
         v1_before = {n: getattr(v1, n).detach().clone() for n in _NAMES}
         v2_before = {n: getattr(v2, n).weight.detach().clone() for n in _NAMES}
         where = f"With d_in={d_in}, d_out={d_out} (v1 matrices {(d_in, d_out)}, v2 weights {(d_out, d_in)}):"
@@ -239,6 +235,8 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
             if not E.same(v1(x), v2(x)):
                 raise E.fail(name, f"{where} after the copy v1 and v2 still give different outputs.")
     E.passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
+
+
 def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
     __tracebackhide__ = True
     v2_now = {n: getattr(v2, n).weight.detach() for n in _NAMES}
