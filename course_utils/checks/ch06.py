@@ -25,17 +25,13 @@ def _item(name: str, ds, i: int, where: str) -> tuple[torch.Tensor, torch.Tensor
     """dataset[i], required to be a pair of integer tensors."""
     item = E.call(name, ds.__getitem__, i, what=f"dataset[{i}]")
     if not isinstance(item, (tuple, list)) or len(item) != 2:
-        raise E.fail(name, f"{where} dataset[{i}] should be a pair (inputs, targets), "
-                     f"but it is {type(item).__name__}.", "return input_ids, target_ids.")
+        raise E.fail_with(name, "dataset_item_not_pair", where=where, i=i, kind=type(item).__name__)
     for label, t in zip(("inputs", "targets"), item):
         if not isinstance(t, torch.Tensor):
-            raise E.fail(name, f"{where} the {label} of dataset[{i}] are a {type(t).__name__}, not a tensor, "
-                         "so the DataLoader cannot stack them into a batch.",
-                         "wrap them: torch.tensor(token_ids[a:b]).")
+            raise E.fail_with(name, "dataset_item_not_tensor", where=where, label=label, i=i,
+                              kind=type(t).__name__)
         if t.dtype.is_floating_point or t.dtype == torch.bool:
-            raise E.fail(name, f"{where} the {label} of dataset[{i}] have dtype {t.dtype}; "
-                         "token ids are integers (nn.Embedding looks them up by index).",
-                         "use torch.tensor(...) on the int ids, which gives torch.int64.")
+            raise E.fail_with(name, "dataset_ids_not_integer", where=where, label=label, i=i, dtype=t.dtype)
     return item
 
 
@@ -51,8 +47,7 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
                     what=f"{dataset_cls.__name__}(token_ids of length {n}, {length}, {stride})")
         for method in ("__len__", "__getitem__"):
             if not hasattr(ds, method):
-                raise E.fail(name, f"Your dataset has no {method} method; a Dataset needs both "
-                             "__len__ and __getitem__.")
+                raise E.fail_with(name, "dataset_missing_method", method=method)
         expected_len = _window_count(n, length, stride)
         got_len = E.call(name, len, ds, what="len(dataset)")
         if got_len != expected_len:
@@ -61,12 +56,11 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
                       ("window_extra", len(range(0, n - length + 1, stride))),
                       ("window_floor_count", (n - length) // stride),
                       ("window_missing", len(range(0, n - length - 1, stride))))
-            where_len = f"{where} expected {expected_len} windows, your dataset has {got_len}."
             bug = E.first_bug((key, count == got_len) for key, count in counts)
             if bug:
-                raise E.fail_with(name, bug, where_len)
-            raise E.fail(name, where_len, "window starts run over range(0, len(token_ids) - "
-                         "context_length, stride).")
+                raise E.fail_with(name, bug, f"{where} expected {expected_len} windows, "
+                                  f"your dataset has {got_len}.")
+            raise E.fail_with(name, "window_count_wrong", where=where, expected=expected_len, got=got_len)
         full = torch.tensor(ids)
         # Window 0 last: a target shifted backwards is only recognisable from window 1 on.
         for i in [*range(1, expected_len), 0][:expected_len]:
@@ -113,9 +107,8 @@ def check_input_embedding(embedding_cls: type) -> None:
         if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
             raise E.fail_with(name, "pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
         if (vocab, d) not in shapes or (length, d) not in shapes:
-            raise E.fail(name, f"{where} expected a token table of shape {(vocab, d)} and a positional table "
-                         f"of shape {(length, d)}; your layer's 2-d parameters have shapes {shapes}.",
-                         "nn.Embedding(vocab_size, d_model) and nn.Embedding(context_length, d_model).")
+            raise E.fail_with(name, "embedding_table_shapes", where=where, token=(vocab, d),
+                              position=(length, d), shapes=shapes)
         tok, pos = tables[shapes.index((vocab, d))], tables[shapes.index((length, d))]
         with torch.no_grad():  # known values, so the expected output can be computed
             tok.copy_(E.randn(vocab, d, seed=700 + case))
@@ -197,8 +190,7 @@ def _copy(name: str, copy_fn: Callable, ours: nn.Module, theirs: nn.Module) -> N
     try:
         copy_fn(ours, theirs)
     except NotImplementedError:
-        raise E.fail(name, "copy_fn raised NotImplementedError: the exercise stub is still "
-                     "in place.", "replace `raise NotImplementedError()` with your code.") from None
+        raise E.stub_failure(name, "copy_fn") from None
     except RuntimeError as exc:
         if "leaf Variable" in str(exc) or "requires grad" in str(exc):
             raise E.fail_with(name, "copy_without_no_grad", f"copy_fn raised RuntimeError: {exc}") from None
@@ -234,9 +226,8 @@ def _check_copied(name, where, ours, theirs, before, qkv_bias, d):
     params = {k: p.detach() for k, p in theirs.named_parameters()}
     weight = params["in_proj_weight"]
     if tuple(weight.shape) != (3 * d, d):
-        raise E.fail(name, f"{where} theirs.in_proj_weight has shape {tuple(weight.shape)}; it "
-                     f"must keep shape {(3 * d, d)} (query, key and value stacked by rows).",
-                     "torch.cat([...], dim=0), not dim=1.")
+        raise E.fail_with(name, "in_proj_wrong_shape", where=where, shape=tuple(weight.shape),
+                          expected=(3 * d, d))
     layers = [getattr(ours, f"W_{p}") for p in _QKV]
     _check_in_proj(name, where, weight, before["in_proj_weight"], [q.weight.detach() for q in layers],
                    "weight")
@@ -284,8 +275,7 @@ def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
         for m in (n, 1, length):
             mask = E.expect_tensor_output(name, E.call(name, mask_fn, m, what=f"mask_fn({m})"), f"mask_fn({m})")
             if tuple(mask.shape) != (m, m):
-                raise E.fail(name, f"mask_fn({m}) returned shape {tuple(mask.shape)}; the mask "
-                             f"for {m} tokens must be ({m}, {m}).")
+                raise E.fail_with(name, "mask_wrong_shape", m=m, shape=tuple(mask.shape))
             bug = _mask_bug(mask.cpu(), m)
             if bug:
                 raise E.fail_with(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
@@ -314,29 +304,21 @@ def _gpt_parts(name: str, model: nn.Module, case: E.Case, where: str):
     vocab, length, d = case.vocab, case.context_length, case.d_in
     for attr in ("embed", "attn", "head"):
         if not isinstance(getattr(model, attr, None), nn.Module):
-            raise E.fail(name, f"{where} {name} looks for the submodule {attr!r} (embed: the token and "
-                         "position embeddings, attn: a causal multi-head attention layer, head: the output "
-                         f"layer), but your model has no nn.Module called {attr!r}.",
-                         f"self.{attr} = ... in __init__.")
+            raise E.fail_with(name, "tiny_gpt_submodule_missing", where=where, attr=attr)
     shapes = {tuple(p.shape): p for p in model.embed.parameters() if p.dim() == 2}
     if (vocab, d) not in shapes:
-        raise E.fail(name, f"{where} model.embed has no token table of shape {(vocab, d)}.",
-                     "self.embed = InputEmbedding(vocab_size, context_length, d_model).")
+        raise E.fail_with(name, "tiny_gpt_token_table_missing", where=where, shape=(vocab, d))
     if (length, d) not in shapes:
         raise E.fail_with(name, "positions_missing",
                           f"{where} model.embed has no position table of shape {(length, d)}.")
     head = model.head
     if not isinstance(head, nn.Linear) or (head.in_features, head.out_features) != (d, vocab):
-        raise E.fail(name, f"{where} model.head should be nn.Linear({d}, {vocab}, bias=False).",
-                     "self.head = nn.Linear(d_model, vocab_size, bias=False).")
+        raise E.fail_with(name, "tiny_gpt_head_wrong", where=where, d=d, vocab=vocab)
     if head.bias is not None:
         raise E.fail_with(name, "tiny_gpt_head_bias", where)
     layers = {n: getattr(model.attn, n, None) for n in ("W_query", "W_key", "W_value", "out_proj")}
     if not all(isinstance(layer, nn.Linear) for layer in layers.values()):
-        raise E.fail(name, f"{where} model.attn should be the chapter's multi-head attention layer (with "
-                     "W_query, W_key, W_value and out_proj).",
-                     "self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout, "
-                     "num_heads).")
+        raise E.fail_with(name, "tiny_gpt_attn_wrong", where=where)
     heads = getattr(model.attn, "num_heads", None)
     weights = E.MHAWeights(layers, layers.pop("out_proj"), case.num_heads if heads is None else heads)
     return shapes[(vocab, d)], shapes[(length, d)], weights, head

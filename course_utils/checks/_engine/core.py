@@ -36,10 +36,13 @@ def fail(check: str, diagnosis: str, hint: str | None = None) -> CheckFailure:
 
 
 def fail_with(check: str, bug: str | Bug, context: str = "", **detail: object) -> CheckFailure:
-    """A failure naming the catalogued mistake ``bug``; ``detail`` fills its placeholders."""
+    """A failure naming the catalogued mistake ``bug``; ``detail`` (and ``check``) fill the
+    placeholders of its diagnosis and hint."""
     bug = MISTAKES[bug] if isinstance(bug, str) else bug
-    diagnosis = bug.diagnosis.format(**detail) if detail else bug.diagnosis
-    return CheckFailure(check, f"{context}\n{diagnosis}" if context else diagnosis, bug.hint, bug.name)
+    diagnosis, hint = bug.diagnosis, bug.hint
+    if detail:
+        diagnosis, hint = diagnosis.format(check=check, **detail), hint.format(check=check, **detail)
+    return CheckFailure(check, f"{context}\n{diagnosis}" if context else diagnosis, hint, bug.name)
 
 
 def same(a: object, b: object, *, atol: float = ATOL, rtol: float = RTOL) -> bool:
@@ -138,21 +141,18 @@ def shown(obj: object, limit: int = 80) -> str:
 
 def ensure_callable(check: str, obj: object, what: str) -> None:
     if not callable(obj) or inspect.isclass(obj) and not issubclass(obj, nn.Module) and what.startswith("a function"):
-        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {shown(obj)}.")
+        raise fail_with(check, "wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj))
 
 
 def ensure_class(check: str, obj: object, what: str) -> type:
     if not inspect.isclass(obj):
-        hint = None
-        if isinstance(obj, nn.Module):
-            hint = f"pass the class itself, e.g. {check}({type(obj).__name__}), not an instance."
-        raise fail(check, f"{check} expects {what}, but was given {type(obj).__name__} {shown(obj)}.", hint)
+        bug = "instance_not_class" if isinstance(obj, nn.Module) else "wrong_argument"
+        raise fail_with(check, bug, what=what, kind=type(obj).__name__, shown=shown(obj))
     return obj
 
 
 def stub_failure(check: str, what: str) -> CheckFailure:
-    return fail(check, f"{what} raised NotImplementedError: the exercise stub is still in place.",
-                "replace `raise NotImplementedError()` with your code, run that cell, then this one.")
+    return fail_with(check, "stub_in_place", what=what)
 
 
 def call(check: str, fn: Callable, *args, what: str, hint: str | None = None, **kwargs):
@@ -174,8 +174,7 @@ def expect_tensor_output(check: str, got: object, what: str, shape: tuple[int, .
         kind = "None" if got is None else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
         raise fail_with(check, "not_a_tensor", what=what, kind=kind.replace("builtins.", ""))
     if got.device.type == "meta":
-        raise fail(check, f"{what} returned a tensor on the meta device: it has a shape but no values.",
-                   "build every tensor from the inputs (or with device=x.device), not on device='meta'.")
+        raise fail_with(check, "meta_tensor", what=what)
     if shape is not None and tuple(got.shape) != tuple(shape):
         raise fail_with(check, "wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape))
     return got

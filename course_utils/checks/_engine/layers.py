@@ -82,8 +82,7 @@ def construct(check: str, cls: type, *args, what: str, seed: int | None = None, 
             torch.manual_seed(seed)
         module = call(check, cls, *args, what=what, hint=hint, **kwargs)
     if not isinstance(module, nn.Module):
-        raise fail(check, f"{what} is a {type(module).__name__}, not an nn.Module.",
-                   "subclass nn.Module and call super().__init__() first.")
+        raise fail_with(check, "not_a_module", what=what, kind=type(module).__name__)
     return module
 
 
@@ -131,14 +130,12 @@ def find_linear(check: str, module: nn.Module, attr: str, owner: str, d_in: int,
     layer = getattr(module, attr, None)
     wanted = f"nn.Linear({d_in}, {d_out}" + ("" if bias is None else f", bias={bias}") + ")"
     if layer is None:
-        raise fail(check, f"{check} looks for the attribute {attr!r} ({wanted}), but {owner} has no "
-                   f"attribute {attr!r}.", f"use the book's names: self.{attr} = nn.Linear(...).")
+        raise fail_with(check, "linear_missing", attr=attr, wanted=wanted, owner=owner)
     if not isinstance(layer, nn.Linear):
-        raise fail(check, f"{owner}.{attr} is a {type(layer).__name__}; {check} expects an nn.Linear "
-                   f"({wanted}).", f"self.{attr} = {wanted}.")
+        raise fail_with(check, "not_a_linear", owner=owner, attr=attr, kind=type(layer).__name__, wanted=wanted)
     if (layer.in_features, layer.out_features) != (d_in, d_out):
-        raise fail(check, f"{owner}.{attr} maps {layer.in_features} -> {layer.out_features} features; "
-                   f"expected {d_in} -> {d_out}.", f"self.{attr} = {wanted}.")
+        raise fail_with(check, "linear_wrong_size", owner=owner, attr=attr, got_in=layer.in_features,
+                        got_out=layer.out_features, d_in=d_in, d_out=d_out, wanted=wanted)
     if bias is not None and (layer.bias is not None) != bias:
         state = "has a bias" if layer.bias is not None else "has no bias"
         raise fail_with(check, "qkv_bias_ignored", f"With qkv_bias={bias}, {owner}.{attr} {state}.")
@@ -162,10 +159,7 @@ def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length:
         raise fail_with(check, "mask_parameter", f"In {owner}:")
     if any(is_mask(value) for sub in module.modules() for value in vars(sub).values()):
         raise fail_with(check, "mask_not_buffer", f"In {owner}:")
-    raise fail(check, f"{check} looks for the causal mask as a buffer of shape ({context_length}, "
-               f"{context_length}) (context_length x context_length), but {owner} has none.",
-               "in __init__: self.register_buffer('mask', torch.triu(torch.ones(context_length, "
-               "context_length), diagonal=1)).")
+    raise fail_with(check, "mask_buffer_missing", n=context_length, owner=owner)
 
 
 def causal_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
@@ -181,14 +175,13 @@ def check_output_shape(name: str, out: object, expected: tuple[int, ...], why: s
     wrong shape that a known mistake produces to its explanation."""
     __tracebackhide__ = True
     if not isinstance(out, torch.Tensor):
-        raise fail(name, f"{name} expects the output tensor, but was given {type(out).__name__}.")
+        raise fail_with(name, "output_not_tensor", kind=type(out).__name__)
     shape = tuple(out.shape)
     if shape != expected:
         raise fail(name, f"Your output has shape {shape}, expected {expected}: {why}",
                    hints.get(shape, default_hint))
     if not torch.isfinite(out).all():
-        raise fail(name, "The output has the right shape but contains NaN or inf.",
-                   "is the causal mask built with diagonal=1?")
+        raise fail_with(name, "output_not_finite")
     passed(name, f"the output has shape {expected}")
 
 

@@ -96,9 +96,7 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
             raise fail_with(check, "dropout_ignored", f"{where} in train mode:")
         if abs(watch.sdpa_dropout() - DROPOUT_P) < 1e-9:
             return  # scaled_dot_product_attention drops the weights inside, with the right p
-        raise fail(check, f"{where} in train mode the output changed, but no call to nn.Dropout or "
-                   "F.dropout was seen, so the check cannot tell what was dropped.",
-                   "use self.dropout = nn.Dropout(dropout) on the attention weights.")
+        raise fail_with(check, "dropout_not_seen", where=where)
     places = [(trace.scores, "dropout_before_softmax"), (trace.context + [plain], "dropout_on_context"),
               (trace.projections, "dropout_on_projections")]
     dropped: dict[int, dict[int | None, torch.Tensor]] = {}
@@ -108,9 +106,7 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
             bug = next((bug for tensors, bug in places if any(same(inp, t) for t in tensors)), None)
             if bug:
                 raise fail_with(check, bug, f"{where} in train mode:")
-            raise fail(check, f"{where} in train mode, dropout was applied to a tensor of shape "
-                       f"{tuple(inp.shape)} that is not the attention weights.",
-                       "weights = self.dropout(weights) right after the softmax.")
+            raise fail_with(check, "dropout_on_other_tensor", where=where, shape=tuple(inp.shape))
         if abs(p - DROPOUT_P) > 1e-9:
             raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
                             f"but its dropout used p={p:g}.")
@@ -122,8 +118,7 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
         elif len(parts) == trace.weights[unit].shape[1]:  # one head at a time, inside a loop
             full[unit] = torch.stack([parts[h] for h in sorted(parts)], dim=1)
     if len(full) < len(trace.weights):
-        raise fail(check, f"{where} in train mode, dropout reached the attention weights of only part of "
-                   "the heads.", "every head applies dropout to its attention weights.")
+        raise fail_with(check, "dropout_some_heads", where=where)
     expected = reference(drop=lambda w, unit: full[unit])
     if same(got, expected):
         return
