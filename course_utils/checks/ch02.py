@@ -27,29 +27,15 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PL
 
 
 # --------------------------------------------------------------------------- reading the projections
-# What each projection must be: (is wrong, diagnosis, hint), tried in order on the attribute ``w``;
-# the texts are formatted with name, d_in, d_out, w, kind (w's type), want and shape.
-_SHAPE = "With d_in={d_in}, d_out={d_out}, self.{name} must have shape {want}, but it has shape {shape}."
+# What each projection must be: (is wrong, mistake id), tried in order on the attribute ``w``.
 _MATRIX_RULES = (  # SelfAttention_v1: nn.Parameter matrices
-    (lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter),
-     "self.{name} is a plain tensor, not an nn.Parameter, so it is not registered: module.parameters() does "
-     "not list it and an optimizer would never train it.",
-     "wrap it: self.{name} = nn.Parameter(torch.rand(d_in, d_out))."),
-    (lambda w, want: not isinstance(w, nn.Parameter),
-     "self.{name} should be an nn.Parameter of shape (d_in, d_out), but it is a {kind}.",
-     "SelfAttention_v1 stores raw weight matrices; nn.Linear comes with SelfAttention_v2."),
-    (lambda w, want: tuple(w.shape) == want[::-1] != want, _SHAPE,
-     "create it as torch.rand(d_in, d_out), so that x @ W maps d_in to d_out."),
-    (lambda w, want: tuple(w.shape) != want, _SHAPE, None),
+    (lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter), "projection_plain_tensor"),
+    (lambda w, want: not isinstance(w, nn.Parameter), "projection_not_parameter"),
+    (lambda w, want: tuple(w.shape) != want, "projection_wrong_shape"),
 )
 _LINEAR_RULES = (  # SelfAttention_v2 and the batched class: nn.Linear layers
-    (lambda w, want: not isinstance(w, nn.Linear),
-     "self.{name} should be an nn.Linear layer, but it is a {kind}.",
-     "self.{name} = nn.Linear(d_in, d_out, bias=qkv_bias)."),
-    (lambda w, want: (w.in_features, w.out_features) != want,
-     "With d_in={d_in}, d_out={d_out}, self.{name} must map {d_in} features to {d_out}, but it is "
-     "nn.Linear({w.in_features}, {w.out_features}).",
-     "the arguments are nn.Linear(in_features, out_features) = nn.Linear(d_in, d_out)."),
+    (lambda w, want: not isinstance(w, nn.Linear), "projection_not_linear"),
+    (lambda w, want: (w.in_features, w.out_features) != want, "projection_linear_wrong_size"),
 )
 
 
@@ -62,16 +48,13 @@ def _projections(check: str, module: nn.Module, d_in: int, d_out: int, qkv_bias:
     for name in _NAMES:
         if not hasattr(module, name):
             params = sorted(n for n, _ in module.named_parameters(recurse=True)) or ["none"]
-            raise E.fail(check, f"Your module has no attribute {name!r}. The chapter's classes keep their "
-                         f"projections in self.W_query, self.W_key and self.W_value ({what}); the check reads "
-                         f"them from there. Parameters found: {', '.join(params)}.",
-                         "use exactly those three attribute names.")
+            raise E.fail_with(check, "projection_missing", name=name, what=what, found=", ".join(params))
         w = getattr(module, name)
-        for wrong, diagnosis, hint in rules:
-            if wrong(w, (d_in, d_out)):
-                text = {"name": name, "d_in": d_in, "d_out": d_out, "w": w, "kind": type(w).__name__,
-                        "want": (d_in, d_out), "shape": tuple(getattr(w, "shape", ()))}
-                raise E.fail(check, diagnosis.format(**text), hint and hint.format(**text))
+        bug = E.first_bug((bug, wrong(w, (d_in, d_out))) for wrong, bug in rules)
+        if bug:
+            raise E.fail_with(check, bug, name=name, d_in=d_in, d_out=d_out, kind=type(w).__name__, want=(d_in, d_out),
+                              shape=tuple(getattr(w, "shape", ())), got_in=getattr(w, "in_features", None),
+                              got_out=getattr(w, "out_features", None))
         if not matrices and (w.bias is not None) != qkv_bias:
             state = "still has a bias" if w.bias is not None else "has no bias"
             raise E.fail_with(check, "qkv_bias_ignored", f"With qkv_bias={qkv_bias}, self.{name} {state}.")
@@ -162,13 +145,8 @@ def _check_initialisation(check: str, cls: type, seed: int, reference: type, lin
     if all(E.same(g.detach(), e) for g, e in zip(got, expected, strict=True)):
         return
     if {tuple(g.flatten().tolist()) for g in got} == {tuple(e.flatten().tolist()) for e in expected}:
-        raise E.fail(check, "Your class computes the right thing, but creates its weights in a different order, so "
-                     f"with torch.manual_seed({seed}) each projection gets another's numbers and the printed values "
-                     "will not match the book's.", "create W_query first, then W_key, then W_value.")
-    raise E.fail(check, f"Your class computes the right thing, but with torch.manual_seed({seed}) its weights are not "
-                 "initialised like the chapter's, so the printed values will not match the book's. Usually something "
-                 "else draws random numbers first, or another distribution is used (the chapter's v1 uses torch.rand).",
-                 "create W_query, then W_key, then W_value as the chapter does, and nothing random before them.")
+        raise E.fail_with(check, "init_order", seed=seed)
+    raise E.fail_with(check, "init_differs", seed=seed)
 
 
 # (d_in, d_out, n_tokens): the first case has d_in, d_out and n all different and d_out
@@ -233,7 +211,7 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
         x = E.randn(3, d_in, seed=700 + i)
         with torch.no_grad():
             if not E.same(v1(x), v2(x)):
-                raise E.fail(name, f"{where} after the copy v1 and v2 still give different outputs.")
+                raise E.fail_with(name, "transfer_outputs_differ", where=where)
     E.passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
 
 
@@ -248,14 +226,14 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
     for n in _NAMES:
         got = getattr(v1, n)
         if not isinstance(got, nn.Parameter):
-            raise E.fail(check, f"{where} v1.{n} is no longer an nn.Parameter ({type(got).__name__}).",
-                         "copy the numbers into the existing Parameter with .copy_().")
+            raise E.fail_with(check, "transfer_replaced_parameter", where=where, name=n, kind=type(got).__name__)
         if got is getattr(v2, n).weight:
             raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
         if tuple(got.shape) == tuple(v2_before[n].shape) and got.shape[0] != got.shape[1]:
             raise E.fail_with(check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}.")
         if tuple(got.shape) != tuple(v1_before[n].shape):
-            raise E.fail(check, f"{where} v1.{n} has shape {tuple(got.shape)}, expected {tuple(v1_before[n].shape)}.")
+            raise E.fail_with(check, "transfer_wrong_shape", where=where, name=n, shape=tuple(got.shape),
+                              expected=tuple(v1_before[n].shape))
         value = got.detach()
         if E.same(value, v2_before[n].T):
             if got.untyped_storage().data_ptr() == getattr(v2, n).weight.untyped_storage().data_ptr():

@@ -34,8 +34,7 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
         if tuple(got.shape) != (n, n):
             if got.dim() == 2 and got.shape[0] == got.shape[1]:
                 raise E.fail_with(name, "mask_fixed_size", n=n, shape=tuple(got.shape))
-            raise E.fail(name, f"{where} expected shape {(n, n)}, got {tuple(got.shape)}.",
-                         "a mask has one row per query and one column per key.")
+            raise E.fail_with(name, "mask_shape_wrong", where=where, expected=(n, n), shape=tuple(got.shape))
         if got.dtype != torch.bool and E.same(got.float(), expected.float()):
             raise E.fail_with(name, "mask_float", dtype=got.dtype)
         pattern = got if got.dtype == torch.bool else got != 0

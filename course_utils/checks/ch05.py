@@ -25,16 +25,13 @@ WRAPPER_VARIANTS = E.variants("axis", "scale", "mask", "projections", "concat")
 def _wrapper_heads(check: str, module: nn.Module, owner: str, case: E.Case) -> list[dict[str, nn.Linear]]:
     heads = getattr(module, "heads", None)
     if heads is None:
-        raise E.fail(check, f"{check} looks for the attribute 'heads' (an nn.ModuleList of {case.num_heads} "
-                     f"causal attention heads), but {owner} has no attribute 'heads'.",
-                     "self.heads = nn.ModuleList([CausalAttention(...) for _ in range(num_heads)]).")
+        raise E.fail_with(check, "wrapper_heads_missing", n=case.num_heads, owner=owner)
     if isinstance(heads, (list, tuple)):
         raise E.fail_with(check, "heads_python_list", f"In {owner}:")
     if not isinstance(heads, (nn.ModuleList, nn.Sequential)):
-        raise E.fail(check, f"{owner}.heads is a {type(heads).__name__}; {check} expects an nn.ModuleList "
-                     "of heads.", "self.heads = nn.ModuleList([...]).")
+        raise E.fail_with(check, "wrapper_heads_not_module_list", owner=owner, kind=type(heads).__name__)
     if len(heads) != case.num_heads:
-        raise E.fail(check, f"{owner} has {len(heads)} heads; expected num_heads={case.num_heads}.")
+        raise E.fail_with(check, "wrapper_head_count", owner=owner, got=len(heads), n=case.num_heads)
     if len({id(head) for head in heads}) < len(heads):
         raise E.fail_with(check, "heads_shared", f"In {owner}:")
     layers = []
@@ -141,19 +138,17 @@ def check_shape_prediction(predicted: object, module: object, x: object) -> None
     __tracebackhide__ = True
     name = "check_shape_prediction"
     if not callable(module) or not isinstance(x, torch.Tensor):
-        raise E.fail(name, f"{name}(predicted, module, x) expects a layer and an input tensor, but was given "
-                     f"{type(module).__name__} and {type(x).__name__}.")
+        raise E.fail_with(name, "shape_prediction_bad_arguments", module=type(module).__name__, x=type(x).__name__)
     if isinstance(predicted, torch.Size):
         predicted = tuple(predicted)
     if not isinstance(predicted, (tuple, list)) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                            for d in predicted):
-        raise E.fail(name, f"Your prediction is {E.shown(predicted)}; write it as a tuple of whole numbers, one per "
-                     "axis, e.g. (20, 100, 768).", "count the axes of the input first: (batch, tokens, features).")
+        raise E.fail_with(name, "shape_prediction_not_tuple", shown=E.shown(predicted))
     with E.isolated():
         out = E.call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if got is None:
-        raise E.fail(name, f"The layer returned {type(out).__name__}, not a tensor, so there is no shape to compare.")
+        raise E.fail_with(name, "shape_prediction_no_tensor", kind=type(out).__name__)
     if tuple(predicted) != got:
         why = ""
         if len(predicted) != len(got):
