@@ -53,10 +53,7 @@ def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, c
                       atol=atol)
     if bug:
         raise E.fail_with(check, bug, where)
-    diff = (got.cpu().double() - expected.double()).abs().nan_to_num(nan=float("inf"))
-    index = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
-    raise E.fail(check, f"{where} the result differs from the reference, most at index {index}: expected "
-                 f"{expected[index].item():.5f}, got {got.cpu()[index].item():.5f}.")
+    raise E.fail(check, f"{where} {E.describe_difference(expected.cpu(), got.cpu())}.")
 
 
 # --------------------------------------------------------------------------- sliding_window_mask
