@@ -1,4 +1,4 @@
-"""Pieces shared by the explorers: animated titles, token labels, checks, GPU lines, row-sum bars."""
+"""Pieces shared by the explorers: animated titles, token labels, checks, byte axes, GPU lines, row sums."""
 
 from __future__ import annotations
 
@@ -47,6 +47,23 @@ def _divisors(n: int) -> list[int]:
 def _one_of(value, name: str, options, kind: type = object) -> None:
     if not isinstance(value, kind) or value not in options:
         raise CourseInputError(f"{name} must be one of {list(options)}, but got {value!r}.")
+
+
+def format_bytes(count: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``: a byte count in binary units."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.3g} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _byte_axis(ax, exponents: range, unit: int = 1) -> None:
+    """A log-2 y axis with byte-count ticks at 2**k times ``unit`` bytes, for k in ``exponents``."""
+    ax.set_yscale("log", base=2)
+    ticks = [2.0**k for k in exponents]
+    ax.set_yticks(ticks, [format_bytes(t * unit) for t in ticks])
 
 
 def _gpu_lines(ax, gibs: Sequence[int], x: float, unit: float, lift: float) -> None:

@@ -12,7 +12,7 @@ from ..chapters import CausalAttention, head_weights, score_bytes
 from ..plotting import draw_map, explorer, handles
 from ..tokenizer import gpt2_tokenizer
 from ..validation import CourseInputError, expect_int
-from ._parts import _divisors, _gpu_lines, _one_of, _title, _visible, slider_style
+from ._parts import _byte_axis, _divisors, _gpu_lines, _one_of, _title, _visible, format_bytes, slider_style
 
 __all__ = ["HEAD_D_MODEL", "HEAD_CONTEXT", "HEAD_TEXT", "HeadView", "head_data", "draw_head", "head_explorer",
            "MEMORY_LENGTHS", "DTYPE_BYTES", "MemoryView", "format_bytes", "memory_data", "draw_memory",
@@ -144,23 +144,6 @@ class MemoryView:
     activation_bytes: torch.Tensor  # (N,) bytes of the (b, n, d) activations (float64)
     score_now: int
     activation_now: int
-
-
-def format_bytes(count: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``: a byte count in binary units."""
-    value = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(value) < 1024 or unit == "PiB":
-            return f"{value:.0f} {unit}" if unit == "B" or value >= 100 else f"{value:.3g} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def _byte_axis(ax, exponents: range, unit: int = 1) -> None:
-    """A log-2 y axis with byte-count ticks at 2**k times ``unit`` bytes, for k in ``exponents``."""
-    ax.set_yscale("log", base=2)
-    ticks = [2.0**k for k in exponents]
-    ax.set_yticks(ticks, [format_bytes(t * unit) for t in ticks])
 
 
 _LENGTHS = torch.logspace(4, 17, 200, base=2, dtype=torch.float64)  # (200,) 16 to 131,072 tokens

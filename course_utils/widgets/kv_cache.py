@@ -10,8 +10,8 @@ from .. import plotting as P
 from ..chapters import kv_bytes_per_token
 from ..plotting import explorer, handles
 from ..validation import CourseInputError, expect_int
-from ._parts import _divisors, _gpu_lines, _one_of, _title, slider_style
-from .heads import DTYPE_BYTES, _byte_axis, format_bytes
+from ._parts import _byte_axis, _divisors, _gpu_lines, _one_of, _title, format_bytes, slider_style
+from .heads import DTYPE_BYTES
 
 __all__ = ["KV_CONTEXTS", "KV_DTYPE_BYTES", "KVCacheView", "kv_cache_data", "draw_kv_cache", "kv_cache_explorer"]
 
