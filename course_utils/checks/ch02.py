@@ -27,37 +27,25 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PL
 
 
 # --------------------------------------------------------------------------- reading the projections
-# What each projection must be: (is wrong, mistake id), tried in order on the attribute ``w``.
-_MATRIX_RULES = (  # SelfAttention_v1: nn.Parameter matrices
+# What a SelfAttention_v1 matrix must be: (is wrong, mistake id), tried in order on the attribute ``w``.
+_MATRIX_RULES = (
     (lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter), "projection_plain_tensor"),
     (lambda w, want: not isinstance(w, nn.Parameter), "projection_not_parameter"),
     (lambda w, want: tuple(w.shape) != want, "projection_wrong_shape"),
 )
-_LINEAR_RULES = (  # SelfAttention_v2 and the batched class: nn.Linear layers
-    (lambda w, want: not isinstance(w, nn.Linear), "projection_not_linear"),
-    (lambda w, want: (w.in_features, w.out_features) != want, "projection_linear_wrong_size"),
-)
 
 
-def _projections(check: str, module: nn.Module, d_in: int, d_out: int, qkv_bias: bool | None) -> list:
+def _projections(check: str, module: nn.Module, owner: str, d_in: int, d_out: int, qkv_bias: bool | None) -> list:
     """W_query, W_key, W_value: Parameter matrices (``qkv_bias`` None) or nn.Linear layers, validated."""
-    matrices = qkv_bias is None
-    rules = _MATRIX_RULES if matrices else _LINEAR_RULES
-    what = "nn.Parameter matrices" if matrices else "nn.Linear layers"
+    if qkv_bias is not None:
+        return [E.find_linear(check, module, name, owner, d_in, d_out, qkv_bias) for name in _NAMES]
     found = []
     for name in _NAMES:
-        if not hasattr(module, name):
-            params = sorted(n for n, _ in module.named_parameters(recurse=True)) or ["none"]
-            raise E.fail_with(check, "projection_missing", name=name, what=what, found=", ".join(params))
-        w = getattr(module, name)
-        bug = E.first_bug((bug, wrong(w, (d_in, d_out))) for wrong, bug in rules)
+        w = E.find_attribute(check, module, name, owner, f"nn.Parameter of shape {(d_in, d_out)}")
+        bug = E.first_bug((bug, wrong(w, (d_in, d_out))) for wrong, bug in _MATRIX_RULES)
         if bug:
             raise E.fail_with(check, bug, name=name, d_in=d_in, d_out=d_out, kind=type(w).__name__, want=(d_in, d_out),
-                              shape=tuple(getattr(w, "shape", ())), got_in=getattr(w, "in_features", None),
-                              got_out=getattr(w, "out_features", None))
-        if not matrices and (w.bias is not None) != qkv_bias:
-            state = "still has a bias" if w.bias is not None else "has no bias"
-            raise E.fail_with(check, "qkv_bias_ignored", f"With qkv_bias={qkv_bias}, self.{name} {state}.")
+                              shape=tuple(getattr(w, "shape", ())))
         found.append(w)
     return found
 
@@ -84,11 +72,12 @@ def _recording_dot_t() -> Iterator[list[int]]:
             torch.Tensor.T = own  # type: ignore[assignment]
 
 
-def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None):
+def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None) -> tuple[nn.Module, str]:
+    """``cls(*args, **kwargs)`` under ``seed``, and how it was called (the layer's name in messages)."""
     __tracebackhide__ = True
     kwargs = kwargs or {}
-    shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-    return E.construct(check, cls, *args, what=f"{cls.__name__}({shown})", seed=seed, **kwargs)
+    what = f"{cls.__name__}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"
+    return E.construct(check, cls, *args, what=what, seed=seed, **kwargs), what
 
 
 def _run(check: str, module: nn.Module, x: torch.Tensor, what: str):
@@ -107,8 +96,8 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
     __tracebackhide__ = True
     for i, (d_in, d_out, n) in enumerate(cases):
         qkv_bias = i % 2 == 1 if linear else None
-        module = _build(name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {})
-        weights = _projections(name, module, d_in, d_out, qkv_bias)
+        module, owner = _build(name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {})
+        weights = _projections(name, module, owner, d_in, d_out, qkv_bias)
         project = (lambda x, ws=weights: [w(x) if linear else x @ w for w in ws])
         x = inputs(i, n, d_in)
         bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
@@ -136,7 +125,7 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
 def _check_initialisation(check: str, cls: type, seed: int, reference: type, linear: bool) -> None:
     """With torch.manual_seed(seed), the class must create the chapter's initial weights."""
     __tracebackhide__ = True
-    module = _build(check, cls, (3, 2), seed=seed)
+    module, _ = _build(check, cls, (3, 2), seed=seed)
     with E.preserved_rng():
         torch.manual_seed(seed)
         chapter = reference(3, 2)

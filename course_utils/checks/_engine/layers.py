@@ -124,13 +124,20 @@ def run(check: str, module: nn.Module, x: torch.Tensor, where: str, full_length:
     return expect_tensor_output(check, got, f"{where.rstrip(':')} forward")
 
 
+def find_attribute(check: str, module: nn.Module, attr: str, owner: str, wanted: str) -> object:
+    """``module.attr``, which the check reads by the chapter's name; missing: say what the module has."""
+    if not hasattr(module, attr):
+        names = sorted(name for name, _ in module.named_parameters())
+        found = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "") or "none"
+        raise fail_with(check, "attribute_missing", attr=attr, wanted=wanted, owner=owner, found=found)
+    return getattr(module, attr)
+
+
 def find_linear(check: str, module: nn.Module, attr: str, owner: str, d_in: int, d_out: int,
                 bias: bool | None) -> nn.Linear:
     """The student's nn.Linear called ``attr``, checked for its sizes and bias."""
-    layer = getattr(module, attr, None)
     wanted = f"nn.Linear({d_in}, {d_out}" + ("" if bias is None else f", bias={bias}") + ")"
-    if layer is None:
-        raise fail_with(check, "linear_missing", attr=attr, wanted=wanted, owner=owner)
+    layer = find_attribute(check, module, attr, owner, wanted)
     if not isinstance(layer, nn.Linear):
         raise fail_with(check, "not_a_linear", owner=owner, attr=attr, kind=type(layer).__name__, wanted=wanted)
     if (layer.in_features, layer.out_features) != (d_in, d_out):
@@ -187,5 +194,5 @@ def check_output_shape(name: str, out: object, expected: tuple[int, ...], why: s
 
 __all__ = [
     "Case", "build", "causal_layers", "chapters", "check_mask_buffer", "check_output_shape", "construct",
-    "find_linear", "qkv_layers", "run",
+    "find_attribute", "find_linear", "qkv_layers", "run",
 ]
