@@ -27,6 +27,7 @@ def test_right_dataset_passes(capsys):
         (b.DatasetStrideIgnored, {"bug": "window_stride_ignored"}),
         (b.DatasetStepByContext, {"bug": "window_step_by_context"}),
         (b.DatasetStrideIgnoredInGetitem, {"bug": "window_stride_ignored_getitem"}),
+        (b.DatasetLengthIsTokens, {"bug": "window_count_wrong", "diagnosis": "expected 16 windows, your dataset has 20"}),
         (b.DatasetLists, {"diagnosis": "not a tensor"}),
         (b.DatasetStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],

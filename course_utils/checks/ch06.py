@@ -56,11 +56,8 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
                       ("window_extra", len(range(0, n - length + 1, stride))),
                       ("window_floor_count", (n - length) // stride),
                       ("window_missing", len(range(0, n - length - 1, stride))))
-            bug = E.first_bug((key, count == got_len) for key, count in counts)
-            if bug:
-                raise E.fail_with(name, bug, f"{where} expected {expected_len} windows, "
-                                  f"your dataset has {got_len}.")
-            raise E.fail_with(name, "window_count_wrong", where=where, expected=expected_len, got=got_len)
+            bug = E.first_bug((key, count == got_len) for key, count in counts) or "window_count_wrong"
+            raise E.fail_with(name, bug, f"{where} expected {expected_len} windows, your dataset has {got_len}.")
         full = torch.tensor(ids)
         # Window 0 last: a target shifted backwards is only recognisable from window 1 on.
         for i in [*range(1, expected_len), 0][:expected_len]:

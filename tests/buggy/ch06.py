@@ -88,6 +88,13 @@ class DatasetStrideIgnoredInGetitem(_Windows):
         return self.ids[i:i + self.length], self.ids[i + 1:i + self.length + 1]
 
 
+class DatasetLengthIsTokens(_Windows):
+    # __len__ returns the number of tokens instead of the number of windows, a slip seen when a
+    # Dataset is written by hand from a plain list of ids.
+    def __len__(self):
+        return len(self.ids)
+
+
 class DatasetLists(_Windows):
     def __getitem__(self, i):
         x, y = super().__getitem__(i)
