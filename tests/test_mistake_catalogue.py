@@ -62,3 +62,33 @@ def test_a_shared_hint_from_an_earlier_file_is_known_and_ids_are_unique_across_f
     duplicate = r"b\.txt, line 1: expected a new id, but @s is already defined at a\.txt, line 1"
     with pytest.raises(ValueError, match=duplicate):
         load({"a.txt": shared, "b.txt": shared})
+
+
+def _fail_with_sites():
+    """(place, mistake id, keyword names) of every E.fail_with(check, "id", ...) with a literal id."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            if (isinstance(node, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "fail_with"
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
+                yield f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords}
+
+
+def test_every_raised_mistake_gets_its_placeholders():
+    """fail_with always fills the entry's {placeholders}: a call must pass each one (check is given)."""
+    import string
+
+    sites = list(_fail_with_sites())
+    assert len(sites) > 100
+    missing = []
+    for where, bug, given in sites:
+        assert bug in MISTAKES, f"{where}: unknown mistake id {bug!r}"
+        needed = {name for text in (MISTAKES[bug].diagnosis, MISTAKES[bug].hint)
+                  for _, name, _, _ in string.Formatter().parse(text) if name}
+        if None not in given and needed - given - {"check"}:  # None: a **mapping, checked when it runs
+            missing.append(f"{where} {bug}: {sorted(needed - given - {'check'})}")
+    assert missing == []

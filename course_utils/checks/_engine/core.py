@@ -39,9 +39,7 @@ def fail_with(check: str, bug: str | Bug, context: str = "", **detail: object) -
     """A failure naming the catalogued mistake ``bug``; ``detail`` (and ``check``) fill the
     placeholders of its diagnosis and hint."""
     bug = MISTAKES[bug] if isinstance(bug, str) else bug
-    diagnosis, hint = bug.diagnosis, bug.hint
-    if detail:
-        diagnosis, hint = diagnosis.format(check=check, **detail), hint.format(check=check, **detail)
+    diagnosis, hint = bug.diagnosis.format(check=check, **detail), bug.hint.format(check=check, **detail)
     return CheckFailure(check, f"{context}\n{diagnosis}" if context else diagnosis, hint, bug.name)
 
 
