@@ -22,7 +22,7 @@ from .validation import CourseInputError, expect_tensor
 
 __version__ = "1.0.0"
 
-_LAZY_SUBMODULES = ("checks", "chapters", "plotting", "widgets", "bench", "config")
+_LAZY_SUBMODULES = ("checks", "chapters", "plotting", "widgets", "bench")
 
 __all__ = [
     "EXAMPLE_SENTENCE",

@@ -3,8 +3,7 @@
 import nbformat
 import pytest
 
-from course_utils import config
-from tools import nbtools
+from tools import config, nbtools
 
 
 def _solution():

@@ -29,8 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils import config
-from tools import attachments, export
+from tools import attachments, config, export
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"

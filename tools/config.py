@@ -1,4 +1,4 @@
-"""Course-wide settings: where the repository lives, and the chapter list.
+"""Where the course repository lives, for the Colab badge and setup cell (instructor machinery).
 
 The Colab badge and the setup cell of every notebook are generated from these values
 (``python -m tools.nbtools headers``), and a test keeps them in step.
