@@ -39,6 +39,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_self_attention_v1, b.V1StoredTransposed, {"diagnosis": "must have shape (3, 5)"}),
         (cu.checks.check_self_attention_v1, b.V1RandnInit, {"diagnosis": "not initialised like the chapter's"}),
         (cu.checks.check_self_attention_v1, b.V1KeyFirst, {"diagnosis": "in a different order"}),
+        (cu.checks.check_self_attention_v1, b.V1Frozen, {"bug": "parameter_frozen"}),
         (cu.checks.check_self_attention_v1, b.V1Stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
         (cu.checks.check_self_attention_v1, b.V2Right, {"diagnosis": "should be an nn.Parameter"}),
         (cu.checks.check_self_attention_v2, b.V2Precedence, {"bug": "scale_precedence"}),

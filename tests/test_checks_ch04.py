@@ -68,6 +68,16 @@ NAMED_BUGS = [
     (buggy.LeftoverLinear, "parameter_count"),
     (buggy.LengthAssert, "length_error_not_value_error"),
     (buggy.LengthIndexError, "length_error_not_value_error"),
+    (buggy.ReseedsInForward, "dropout_same_mask"),
+    (buggy.KeysKeptBetweenCalls, "state_between_calls"),
+    (buggy.InputDetachedInForward, "gradient_blocked"),
+    (buggy.EvalInForward, "mode_changed_in_forward"),
+    (buggy.QueryFrozen, "parameter_frozen"),
+    (buggy.KeyIsQuery, "projections_shared"),
+    (buggy.MaskMovedToCpu, "cpu_tensor_in_forward"),
+    (buggy.DropoutRateFixed, "dropout_wrong_p"),
+    (buggy.SdpaDropoutRateFixed, "dropout_wrong_p"),
+    (buggy.DropoutZeroBecomesDefault, "dropout_hard_coded"),
 ]
 
 

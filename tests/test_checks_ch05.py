@@ -38,6 +38,8 @@ def test_wrapper_accepts_right_classes(cls, capsys):
 WRAPPER_BUGS = [
     (buggy.HeadsInPythonList, "heads_python_list"),
     (buggy.SharedHead, "heads_shared"),
+    (buggy.HeadsDeepCopied, "heads_identical"),
+    (buggy.HeadsReseeded, "heads_identical"),
     (buggy.ConcatOverTokens, "concat_wrong_axis"),
     (buggy.ConcatOverBatch, "concat_wrong_axis"),
     (buggy.StackedHeads, "stacked_heads"),
@@ -109,6 +111,10 @@ SPLIT_BUGS = [
     (buggy.SdpaWithTorchMhaMaskSplit, "sdpa_mask_inverted"),
     (buggy.SplitLengthAssert, "length_error_not_value_error"),
     (buggy.SplitNoLengthCheck, "length_error_not_value_error"),
+    (buggy.SplitReseedsInForward, "dropout_same_mask"),
+    (buggy.SplitKeysValuesKept, "state_between_calls"),
+    (buggy.OutProjBiasFrozen, "parameter_frozen"),
+    (buggy.MaskMovedToCpuSplit, "cpu_tensor_in_forward"),
 ]
 
 

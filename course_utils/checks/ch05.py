@@ -41,6 +41,8 @@ def _wrapper_heads(check: str, module: nn.Module, owner: str, case: E.Case) -> l
             raise E.fail_with(check, "wrapper_d_out_split", f"In {owner}, heads[{i}].W_query has "
                               f"{query.out_features} outputs:")
         layers.append(E.causal_layers(check, head, f"{owner}.heads[{i}]", case))
+    if any(E.same(a["W_query"].weight, b["W_query"].weight) for a, b in zip(layers, layers[1:])):
+        raise E.fail_with(check, "heads_identical", f"In {owner}:")
     return layers
 
 

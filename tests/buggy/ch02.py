@@ -95,6 +95,18 @@ class V1KeyFirst(V1Right):
         self.W_value = nn.Parameter(torch.rand(d_in, d_out))
 
 
+class V1Frozen(V1Right):
+    """The book's section 3.4.1 weights, nn.Parameter(torch.rand(d_in, d_out), requires_grad=False),
+    copied into the class (the book freezes them only to keep its printouts short). The check crashed
+    on this before 2026-11-24."""
+
+    def __init__(self, d_in, d_out):
+        nn.Module.__init__(self)
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out), requires_grad=False)
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out), requires_grad=False)
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out), requires_grad=False)
+
+
 class V1Stub(nn.Module):
     def __init__(self, d_in, d_out):
         super().__init__()

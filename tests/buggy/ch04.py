@@ -442,3 +442,98 @@ class LengthIndexError(Correct):
 
     def apply_mask(self, scores, n):
         return scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)  # (c, c) cannot broadcast to (n, n)
+
+
+# ----------------------------------------------------------------------------- more behaviour probes
+# Found by an adversarial review of the checks (2026-11-24): each passed before the probe that now names it.
+class ReseedsInForward(Correct):
+    """torch.manual_seed(123) moved from the book's notebook cells into forward: one dropout mask forever."""
+
+    def forward(self, x):
+        torch.manual_seed(123)
+        return super().forward(x)
+
+
+class KeysKeptBetweenCalls(Correct):
+    """A home-made 'cache' (as in KV-cache tutorials, without the positions): the keys of the previous
+    call are reused in eval mode whenever the batch has the same shape."""
+
+    def project(self, x):
+        q, k, v = super().project(x)
+        kept = getattr(self, "_keys", None)
+        if not self.training and kept is not None and kept.shape == k.shape:
+            k = kept
+        self._keys = k.detach()
+        return q, k, v
+
+
+class InputDetachedInForward(Correct):
+    """x.detach() at the top of forward ('attention needs no gradient for its input'): the embeddings
+    before the layer would never learn."""
+
+    def forward(self, x):
+        return super().forward(x.detach())
+
+
+class EvalInForward(Correct):
+    """forward ends with self.eval(), copied from a generation helper: dropout stays off after one step."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        self.eval()
+        return out
+
+
+class QueryFrozen(Correct):
+    """The book's section 3.4.1 freezes its weights (requires_grad=False) to keep printouts short;
+    copied into the class, W_query never trains."""
+
+    def make_linear(self, d_in, d_out, qkv_bias):
+        layer = super().make_linear(d_in, d_out, qkv_bias)
+        if not hasattr(self, "W_query"):  # the first layer made is W_query
+            layer.weight.requires_grad_(False)
+        return layer
+
+
+class KeyIsQuery(Correct):
+    """self.W_key = self.W_query (a copy-paste slip), with the old key layer kept under another name,
+    so the parameter count still matches."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
+        self.W_spare, self.W_key = self.W_key, self.W_query
+
+
+class MaskMovedToCpu(Correct):
+    """self.mask.to('cpu') in forward (from code that once debugged on the CPU): fails on a GPU."""
+
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(self.mask.to("cpu").bool()[:n, :n], -torch.inf)
+
+
+class DropoutRateFixed(Correct):
+    """nn.Dropout(0.1) written in __init__ instead of nn.Dropout(dropout) (the book's default value
+    typed in): the layer built with dropout=0.0 still drops in training."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
+        self.dropout = nn.Dropout(0.1)
+
+
+class SdpaDropoutRateFixed(Correct):
+    """SDPA with dropout_p=0.1 typed in (gated on self.training, as nanoGPT does, but not from the argument)."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        q, k, v = self.project(x)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=~self.mask.bool()[:n, :n],
+                                              dropout_p=0.1 if self.training else 0.0)
+
+
+class DropoutZeroBecomesDefault(Correct):
+    """nn.Dropout(dropout or 0.1), 'a default when none is given': Python reads 0.0 as false, so the
+    layer built with dropout=0.0 drops 10% in training."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
+        self.dropout = nn.Dropout(dropout or 0.1)

@@ -48,6 +48,29 @@ class SharedHead(Wrapper):
         return [self.head_class(d_in, d_out, context_length, dropout, qkv_bias)] * num_heads
 
 
+class HeadsDeepCopied(Wrapper):
+    """copy.deepcopy of one head (a way to 'repeat a module' found on forums): separate modules with
+    identical starting weights, so the heads never learn to differ."""
+
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        import copy
+
+        head = self.head_class(d_in, d_out, context_length, dropout, qkv_bias)
+        return [copy.deepcopy(head) for _ in range(num_heads)]
+
+
+class HeadsReseeded(Wrapper):
+    """torch.manual_seed(123) from the book's cells moved into the head's constructor: every head
+    starts with the same weights."""
+
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        heads = []
+        for _ in range(num_heads):
+            torch.manual_seed(123)
+            heads.append(self.head_class(d_in, d_out, context_length, dropout, qkv_bias))
+        return heads
+
+
 class ConcatOverTokens(Wrapper):
     def forward(self, x):
         return torch.cat([head(x) for head in self.heads], dim=1)
@@ -454,3 +477,41 @@ class SplitNoLengthCheck(Split):
 
     def check_length(self, x):
         pass
+
+
+# ----------------------------------------------------------------------------- more behaviour probes
+# Found by an adversarial review of the checks (2026-11-24): each passed before the probe that now names it.
+class SplitReseedsInForward(Split):
+    """torch.manual_seed in forward ('to make the notebook reproducible'): the same dropout mask every step."""
+
+    def forward(self, x):
+        torch.manual_seed(123)
+        return super().forward(x)
+
+
+class SplitKeysValuesKept(Split):
+    """A KV cache without positions (LLMs-from-scratch's use_cache idea, half copied): in eval mode the
+    keys and values of the previous call are reused whenever the batch has the same shape."""
+
+    def project(self, x):
+        q, k, v = super().project(x)
+        kept = getattr(self, "_kv", None)
+        if not self.training and kept is not None and kept[0].shape == k.shape:
+            k, v = kept
+        self._kv = (k.detach(), v.detach())
+        return q, k, v
+
+
+class OutProjBiasFrozen(Split):
+    """out_proj.bias.requires_grad_(False) (a 'no bias decay' recipe misread): the bias never trains."""
+
+    def make_out_proj(self, d_out):
+        super().make_out_proj(d_out)
+        self.out_proj.bias.requires_grad_(False)
+
+
+class MaskMovedToCpuSplit(Split):
+    """self.mask.to('cpu', torch.bool) in forward: fine on the CPU, fails on a GPU."""
+
+    def apply_mask(self, scores, n):
+        return scores.masked_fill(self.mask.to("cpu", torch.bool)[:n, :n], -torch.inf)

@@ -150,8 +150,13 @@ def find_linear(check: str, module: nn.Module, attr: str, owner: str, d_in: int,
 
 
 def qkv_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
-    return {name: find_linear(check, module, name, owner, case.d_in, case.d_out, case.qkv_bias)
-            for name in ("W_query", "W_key", "W_value")}
+    """W_query, W_key and W_value: three nn.Linear layers of the case's sizes, none the same as another."""
+    layers = {name: find_linear(check, module, name, owner, case.d_in, case.d_out, case.qkv_bias)
+              for name in ("W_query", "W_key", "W_value")}
+    for first, second in (("W_query", "W_key"), ("W_query", "W_value"), ("W_key", "W_value")):
+        if layers[first].weight is layers[second].weight:
+            raise fail_with(check, "projections_shared", owner=owner, first=first, second=second)
+    return layers
 
 
 def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length: int) -> None:

@@ -41,18 +41,22 @@ def check_too_long(check: str, cls: type, case: Case) -> None:
 def probe_second_call(check: str, module: nn.Module, inputs: Callable[[int], torch.Tensor],
                       expected: Callable[[torch.Tensor], torch.Tensor], context_length: int, where: str,
                       on_first: Callable[[int], None] | None = None) -> None:
-    """Calls with a short, a full-length, then a short input again must all match ``expected``:
-    catches a forward that overwrites its stored mask (self.mask = self.mask[:n, :n])."""
+    """Calls with a short input, another short one of the same shape, a full-length one, then the
+    first again must all match ``expected``: catches a forward that keeps something from an earlier
+    call (keys stored on self) or overwrites its stored mask (self.mask = self.mask[:n, :n])."""
     __tracebackhide__ = True
     short = max(1, context_length // 3)
-    for i, n in enumerate((short, context_length, short)):
-        x = inputs(n)
+    other = inputs(context_length)[:, -short:].contiguous()  # same shape as inputs(short), other numbers
+    for i, x in enumerate((inputs(short), other, inputs(context_length), inputs(short))):
         try:
             ok = same(module(x), expected(x))
         except Exception:  # noqa: BLE001 - a crash on a later call is what is looked for
             ok = False
         if not ok and i == 0 and on_first is not None:
-            on_first(n)  # the first call is already wrong: report that difference instead
+            on_first(short)  # the first call is already wrong: report that difference instead
+        if not ok and i == 1:
+            raise fail_with(check, "state_between_calls", f"{where} two calls with different batches of "
+                            f"{short} tokens:")
         if not ok:
             raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
                             f"{context_length}, then {short} tokens:")
@@ -90,12 +94,21 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
     with preserved_rng():
         torch.manual_seed(seed)
         got = run(check, module, x, f"{where} in train mode:", watch=watch)
+        again = run(check, module, x, f"{where} in train mode, a second call:")
+    if not module.training:
+        raise fail_with(check, "mode_changed_in_forward", f"{where}:")
+    if same(got, again) and not same(got, plain):
+        raise fail_with(check, "dropout_same_mask", f"{where} two calls in train mode:")
     active = watch.dropouts()
     if not active:
         if same(got, plain):
             raise fail_with(check, "dropout_ignored", f"{where} in train mode:")
-        if abs(watch.sdpa_dropout() - DROPOUT_P) < 1e-9:
+        sdpa_p = watch.sdpa_dropout()
+        if abs(sdpa_p - DROPOUT_P) < 1e-9:
             return  # scaled_dot_product_attention drops the weights inside, with the right p
+        if sdpa_p > 0:
+            raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
+                            f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.")
         raise fail_with(check, "dropout_not_seen", where=where)
     places = [(trace.scores, "dropout_before_softmax"), (trace.context + [plain], "dropout_on_context"),
               (trace.projections, "dropout_on_projections")]
@@ -191,28 +204,49 @@ def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable
     probe_backward(check, module, x, where, lambda: compute(read(check, module, where, case), x))
 
 
+INPUT = "the input x"  # how probe_backward names the input beside the parameters
+
+
 def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
                    reference: Callable[[], torch.Tensor] | None = None) -> None:
-    """One training step: backward() must work, and with ``reference`` (recomputed from the same
-    parameters) every parameter must get the reference's gradient."""
+    """One training step: every parameter must be trainable, backward() must work, and with
+    ``reference`` (recomputed from the same parameters and ``x``) every parameter and a float input
+    must get the reference's gradient."""
     __tracebackhide__ = True
     module.train()
-    params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    with torch.enable_grad(), preserved_rng():
-        wanted = None
-        if reference is not None:
-            wanted = torch.autograd.grad(reference().sum(), [p for _, p in params], allow_unused=True)
-        try:
-            module(x).sum().backward()
-        except RuntimeError as exc:
-            if "inplace" in str(exc):
-                raise fail_with(check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]) from None
-            raise fail(check, f"{where} backward() through your layer raised RuntimeError: {exc}") from None
-    for (name, p), g in zip(params, wanted or ()):
-        if (p.grad is None) != (g is None) or (g is not None and not same(p.grad, g)):
-            detail = (f"{name} gets no gradient" if p.grad is None else
-                      f"the gradient of {name} differs from the reference ({describe_difference(g, p.grad)})")
-            raise fail_with(check, "gradient_blocked", where, detail=detail)
+    frozen = [name for name, p in module.named_parameters() if not p.requires_grad]
+    if frozen:
+        raise fail_with(check, "parameter_frozen", where, names=", ".join(frozen))
+    params = list(module.named_parameters())
+    watch_input = x.is_floating_point() and x.is_leaf  # the layers before this one learn through x's gradient
+    if watch_input:
+        params.append((INPUT, x.requires_grad_(True)))
+    try:
+        with torch.enable_grad(), preserved_rng():
+            wanted, expected = None, None
+            if reference is not None:
+                expected = reference()
+                wanted = torch.autograd.grad(expected.sum(), [p for _, p in params], allow_unused=True)
+            try:
+                got = module(x)
+                if expected is not None and not same(got, expected):  # built with dropout=0: no randomness
+                    raise fail_with(check, "dropout_hard_coded", f"{where} in train mode:")
+                got.sum().backward()
+            except RuntimeError as exc:
+                if "inplace" in str(exc):
+                    raise fail_with(check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]) from None
+                raise fail(check, f"{where} backward() through your layer raised RuntimeError: {exc}") from None
+        for (name, p), g in zip(params, wanted or ()):
+            if p.grad is None and g is not None:
+                later = ", so the layers before this one would never learn" if name == INPUT else ""
+                raise fail_with(check, "gradient_blocked", where, detail=f"{name} gets no gradient{later}")
+            if p.grad is not None and (g is None or not same(p.grad, g)):
+                detail = (f"the gradient of {name} differs from the reference "
+                          f"({describe_difference(g, p.grad) if g is not None else 'which has none'})")
+                raise fail_with(check, "gradient_blocked", where, detail=detail)
+    finally:
+        if watch_input:
+            x.requires_grad_(False).grad = None
 
 
 def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case, read: Read, compute: Callable,

@@ -16,7 +16,8 @@ class Placement(TorchFunctionMode):
     """A second device without a second device (the meta device's first use costs seconds of imports).
     The tensors given, everything computed from them and everything made with an explicit device
     count as *placed*; a tensor of one or more dimensions made without a device (``torch.ones(n, n)``)
-    that meets a placed one raises :class:`DeviceMix`, as a GPU would. Indexing with one is allowed."""
+    that meets a placed one raises :class:`DeviceMix`, as a GPU would (a placed tensor may be indexed with
+    one; a CPU tensor indexed with a placed index may not). ``.cpu()`` and ``.to("cpu")`` give CPU tensors."""
 
     _MOVES = ("to", "type_as", "cuda")
 
@@ -41,8 +42,9 @@ class Placement(TorchFunctionMode):
                 self.storages.add(self._storage(item))
         self.storages.discard(0)
 
-    def _is_placed(self, t: torch.Tensor) -> bool:
-        # a view shares its base's storage: older torch (2.3) slices without calling the mode
+    def is_placed(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` counts as on the other device (a view shares its base's storage: torch 2.3 slices
+        without calling the mode)."""
         return id(t) in self.placed or self._storage(t) in self.storages
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -50,17 +52,23 @@ class Placement(TorchFunctionMode):
         name = getattr(func, "__name__", str(func))
         flat = tree_flatten((args, kwargs))[0]
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-        here = any(self._is_placed(t) for t in tensors)
+        here = any(self.is_placed(t) for t in tensors)
         moved = name in self._MOVES and any(isinstance(a, torch.device)
-                                            or (isinstance(a, torch.Tensor) and self._is_placed(a)) for a in flat[1:])
-        if here and not moved and name not in ("__getitem__", "cpu"):
-            stray = [t for t in tensors if not self._is_placed(t) and t.dim() > 0]
+                                            or (isinstance(a, torch.Tensor) and self.is_placed(a)) for a in flat[1:])
+        # x.cpu() and x.to("cpu") name the CPU in so many words (x.device would be a torch.device)
+        to_cpu = name == "cpu" or name in self._MOVES and any(isinstance(a, str) and a.startswith("cpu")
+                                                              for a in flat[1:])
+        if here and not moved and not to_cpu:
+            base = args[0] if name == "__getitem__" else None  # a placed index may index a placed tensor only
+            stray = [t for t in ([base] if base is not None else tensors) if not self.is_placed(t) and t.dim() > 0]
             if stray:
                 raise DeviceMix(f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
                                 f"device in {name}")
         result = func(*args, **kwargs)
+        if to_cpu and isinstance(result, torch.Tensor) and self.is_placed(result):
+            result = result.clone()  # on the CPU these return the tensor itself; on a GPU, a new CPU tensor
         device = kwargs.get("device")
-        if moved or (here and name != "cpu") or (device is not None and device != "cpu"):
+        if not to_cpu and (moved or here or (device is not None and device != "cpu")):
             self._mark(result)
         return result
 
