@@ -65,6 +65,7 @@ def test_right_embedding_passes(capsys):
         (b.EmbeddingClampsLongInput, {"bug": "no_length_check"}),
         (b.EmbeddingPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
         (b.EmbeddingAssertsLength, {"bug": "length_error_not_value_error"}),
+        (b.EmbeddingPositionsData, {"bug": "gradient_blocked", "diagnosis": "pos.weight gets no gradient"}),
     ],
 )
 def test_each_embedding_bug_is_named(buggy, expect):
@@ -151,6 +152,10 @@ def test_the_chapters_tiny_gpt_passes(capsys):
         (b.TinyGPTAttentionSkipped, {"bug": "tiny_gpt_attention_skipped"}),
         (b.TinyGPTPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
         (b.TinyGPTNoLengthCheck, {"bug": "length_error_not_value_error"}),
+        (b.TinyGPTNumHeadsIgnored, {"bug": "tiny_gpt_num_heads_ignored"}),
+        (b.TinyGPTDropoutIgnored, {"bug": "tiny_gpt_dropout_ignored"}),
+        (b.TinyGPTDropoutAlwaysOn, {"bug": "dropout_in_eval"}),
+        (b.TinyGPTReseeds, {"bug": "dropout_same_mask"}),
         (b.TinyGPTNoAttn, {"diagnosis": "no nn.Module called 'attn'"}),
         (b.TinyGPTStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],

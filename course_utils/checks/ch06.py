@@ -144,12 +144,13 @@ def check_input_embedding(embedding_cls: type) -> None:
                 ("last_positions", lambda: token_part + pos_values[length - n:]),
             ], "output = token_table(token_ids) + position_table(torch.arange(n)).")
         E.probe_device(name, copy.deepcopy(layer), ids, where)
+        E.probe_backward(name, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
         ids = torch.randint(0, vocab, (1, length + 1), generator=E.generator(950 + case))
         with torch.no_grad():
             E.expect_value_error(name, lambda: layer(ids), f"{where} an input of {length + 1} tokens:",
                                  f"{embedding_cls.__name__}(...)")
     E.passed(name, f"token + positional embeddings are right on {len(_EMBEDDING_CASES)} sizes, "
-             "for full, short and too-long inputs")
+             "for full, short and too-long inputs; both tables train")
 
 
 # --------------------------------------------------------------------------- nn.MultiheadAttention
@@ -316,8 +317,10 @@ def _gpt_parts(name: str, model: nn.Module, case: E.Case, where: str):
     layers = {n: getattr(model.attn, n, None) for n in ("W_query", "W_key", "W_value", "out_proj")}
     if not all(isinstance(layer, nn.Linear) for layer in layers.values()):
         raise E.fail_with(name, "tiny_gpt_attn_wrong", where=where)
-    heads = getattr(model.attn, "num_heads", None)
-    weights = E.MHAWeights(layers, layers.pop("out_proj"), case.num_heads if heads is None else heads)
+    heads = getattr(model.attn, "num_heads", case.num_heads)
+    if heads != case.num_heads:
+        raise E.fail_with(name, "tiny_gpt_num_heads_ignored", where=where, heads=heads, wanted=case.num_heads)
+    weights = E.MHAWeights(layers, layers.pop("out_proj"), case.num_heads)
     return shapes[(vocab, d)], shapes[(length, d)], weights, head
 
 
@@ -326,6 +329,24 @@ def _gpt_logits(parts, ids: torch.Tensor, r=E.RIGHT, positions: bool = True) -> 
     tok, pos, weights, head = parts
     vectors = tok[ids] + (pos[: ids.shape[1]] if positions else 0)     # (b, n, d)
     return head(E.mha_reference(weights, vectors, r))                      # (b, n, vocab)
+
+
+def _probe_gpt_dropout(name: str, model: nn.Module, case: E.Case, ids: torch.Tensor) -> None:
+    """Built with dropout=DROPOUT_P: off after .eval() (the logits of its own weights), on in train
+    mode, with a new mask on every call; and one training step through it."""
+    __tracebackhide__ = True
+    where = f"With {case.describe(model.__class__, E.DROPOUT_P)}:"
+    model.eval()
+    parts = _gpt_parts(name, model, case, where)
+    if not E.same(E.run(name, model, ids, f"{where} after .eval():"), _gpt_logits(parts, ids)):
+        raise E.fail_with(name, "dropout_in_eval", f"{where} after .eval():")
+    model.train()
+    first, second = (E.run(name, model, ids, f"{where} in train mode:") for _ in range(2))
+    if E.same(first, _gpt_logits(parts, ids)):
+        raise E.fail_with(name, "tiny_gpt_dropout_ignored", where=where, p=E.DROPOUT_P)
+    if E.same(first, second):
+        raise E.fail_with(name, "dropout_same_mask", f"{where} two calls in train mode:")
+    E.probe_backward(name, model, ids, where)
 
 
 def check_tiny_gpt(cls: type) -> None:
@@ -359,11 +380,11 @@ def check_tiny_gpt(cls: type) -> None:
             E.probe_second_call(name, model, case.inputs, lambda x: _gpt_logits(parts, x), case.context_length,
                                 where)
             E.probe_device(name, copy.deepcopy(model), ids, where)
-            E.probe_backward(name, E.build(name, cls, case, 0.3), ids, where)
+            _probe_gpt_dropout(name, E.build(name, cls, case, E.DROPOUT_P), case, ids)
             E.probe_backward(name, model, ids, where, lambda: _gpt_logits(parts, ids))
             E.check_too_long(name, cls, case)
     E.passed(name, f"logits match embeddings -> causal attention -> head on {len(_GPT_CASES)} sizes; "
-             "causal, trainable, and too-long inputs refused")
+             "causal, dropout only in training, trainable, and too-long inputs refused")
 
 
 __all__ = ["check_copy_into_torch_mha", "check_input_embedding", "check_sliding_window_dataset",

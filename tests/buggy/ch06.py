@@ -429,3 +429,49 @@ class TinyGPTAttentionSkipped(TinyGPTRight):
 
     def forward(self, token_ids):
         return self.head(self.embed(token_ids))
+
+
+# Found by an adversarial review of the checks (2026-11-24): each passed before the probe that now names it.
+class EmbeddingPositionsData(EmbeddingRight):
+    """The position table added through .weight.data (seen in hand-written GPT ports): right numbers,
+    but the positions never get a gradient, so they never train."""
+
+    def forward(self, token_ids):
+        n = token_ids.shape[1]
+        if n > self.context_length:
+            raise ValueError(f"{n} tokens, but context_length is {self.context_length}")
+        return self.tok(token_ids) + self.pos.weight.data[:n]
+
+
+class TinyGPTNumHeadsIgnored(TinyGPTRight):
+    """num_heads never reaches the attention layer (a head count copied from a config dict)."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, 4 if num_heads != 4 else 2, dropout)
+
+
+class TinyGPTDropoutIgnored(TinyGPTRight):
+    """dropout=0.0 hard-coded for the attention layer: the model trains without dropout."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, 0.0)
+
+
+class TinyGPTDropoutAlwaysOn(TinyGPTRight):
+    """F.dropout(x, p) on the embeddings: its training argument defaults to True, so dropout stays on
+    after model.eval() (PyTorch's documented default)."""
+
+    def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
+        super().__init__(vocab_size, context_length, d_model, num_heads, dropout)
+        self.p = dropout
+
+    def forward(self, token_ids):
+        return self.head(self.attn(nn.functional.dropout(self.embed(token_ids), self.p)))
+
+
+class TinyGPTReseeds(TinyGPTRight):
+    """torch.manual_seed(0) at the top of forward: one dropout mask for every training step."""
+
+    def forward(self, token_ids):
+        torch.manual_seed(0)
+        return super().forward(token_ids)
