@@ -1,25 +1,23 @@
 """Chapter 08's self-checks accept right (and unusual) answers and name each wrong one."""
 
 import pytest
+import torch
 
 from course_utils.checks import CheckFailure
 from course_utils.checks import ch08 as checks
 from tests.buggy import ch08 as b
-from tests.check_helpers import assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes
 from tests.correct import ch08 as c
 
 
 def assert_bug(check, answer, bug):
     """The check fails with the catalogued mistake ``bug`` (its id, not only its words)."""
-    with pytest.raises(CheckFailure) as info:
-        check(answer)
-    assert info.value.bug == bug, str(info.value)
-    return info.value
+    return assert_names_bug(check, answer, bug=bug)
 
 
 # --------------------------------------------------------------------------- train_step
 @pytest.mark.parametrize("answer", [b.step_right, c.step_zero_grad_last, c.step_model_zero_grad, c.step_nll,
-                                    c.step_masked_mean])
+                                    c.step_masked_mean, c.step_numpy_loss])
 def test_right_train_steps_pass(answer, capsys):
     assert_passes(checks.check_train_step, answer, capsys=capsys)
 
@@ -33,6 +31,9 @@ def test_right_train_steps_pass(answer, capsys):
     (b.step_sum, "loss_summed"),
     (b.step_shift_again, "loss_shifted_again"),
     (b.step_returns_nothing, "step_loss_not_returned"),
+    (b.step_eval_mode, "step_eval_mode"),
+    (b.step_new_optimizer, "step_optimizer_replaced"),
+    (b.step_returns_graph, "step_returns_graph"),
 ])
 def test_each_train_step_bug_is_named(answer, bug):
     assert_bug(checks.check_train_step, answer, bug)
@@ -66,13 +67,21 @@ def test_right_samplers_pass(answer, capsys):
     (b.sample_keeps_dim, "wrong_shape"),
     (b.sample_float_ids, "sample_not_ids"),
     (b.sample_greedy_min, "greedy_not_argmax"),
+    (b.sample_reseeds_global, "sample_global_rng_changed"),
+    (b.sample_fresh_generator, "sample_generator_replaced"),
+    (b.sample_top_k_50, "sample_filtered_top_tokens"),
+    (b.sample_top_p_099, "sample_filtered_top_tokens"),
+    (b.sample_divides_in_place, "input_modified"),
+    (b.sample_float_ids_when_sampling, "sample_not_ids"),
+    (b.sample_greedy_below_threshold, "greedy_at_low_temperature"),
 ])
 def test_each_sampling_bug_is_named(answer, bug):
     assert_bug(checks.check_sample_next_token, answer, bug)
 
 
 # --------------------------------------------------------------------------- attend_with_cache
-@pytest.mark.parametrize("answer", [b.cache_right, c.cache_dict, c.cache_einsum_preallocated, c.cache_list])
+@pytest.mark.parametrize("answer", [b.cache_right, c.cache_dict, c.cache_einsum_preallocated, c.cache_list,
+                                    c.cache_flinear, c.cache_fused_qkv])
 def test_right_caches_pass(answer, capsys):
     assert_passes(checks.check_attend_with_cache, answer, capsys=capsys)
 
@@ -88,9 +97,40 @@ def test_right_caches_pass(answer, capsys):
     (b.cache_no_out_proj, "cache_no_out_proj"),
     (b.cache_of_inputs, "cache_recomputes_keys"),
     (b.cache_returns_output_only, "cache_not_returned"),
+    (b.cache_mask_times_inf, "cache_mask_times_inf"),
+    (b.cache_half, "cache_dtype_changed"),
+    (b.cache_on_layer, "cache_kept_outside"),
+    (b.cache_cpu_mask, "cpu_tensor_in_forward"),
+    (b.cache_no_qkv_bias, "cache_qkv_bias_dropped"),
 ])
 def test_each_cache_bug_is_named(answer, bug):
     assert_bug(checks.check_attend_with_cache, answer, bug)
+
+
+def test_top_k_filtering_is_seen_only_in_the_wide_vocabulary():
+    failure = assert_bug(checks.check_sample_next_token, b.sample_top_k_50, "sample_filtered_top_tokens")
+    assert "Only the 50 most likely of the 200 tokens" in str(failure)
+
+
+def test_right_draws_sit_far_inside_the_tolerance_and_filtered_ones_far_outside():
+    """The statistical test's margins, over many generator seeds (the check itself uses one)."""
+    def distance(sample, row, temperature, seed):
+        batch = torch.tensor(row).repeat(checks.DRAWS, 1)
+        ids = sample(batch, temperature, torch.Generator().manual_seed(seed))
+        freq = torch.bincount(ids, minlength=len(row)).double() / checks.DRAWS
+        probs = torch.softmax(torch.tensor(row, dtype=torch.float64) / temperature, dim=-1)
+        order = probs.argsort(descending=True)
+        return float(checks._distance(freq[order].cumsum(-1), probs[order]))
+
+    right = max(distance(b.sample_right, row, t, seed) for seed in range(8)
+                for row, t in [(r, t) for r in checks.SAMPLE_LOGITS for t in checks.TEMPERATURES] + [(checks.WIDE, 1)])
+    assert right < checks.Z / 1.5
+    assert min(distance(b.sample_top_p_099, checks.WIDE, 1.0, seed) for seed in range(8)) > 1.5 * checks.Z
+
+
+def test_a_small_difference_is_reported_at_its_first_token_without_crashing():
+    with pytest.raises(CheckFailure, match="differ from the full layer's, first at token"):
+        checks.check_attend_with_cache(b.cache_softmax_eps)
 
 
 def test_recomputed_keys_are_counted_in_the_message():

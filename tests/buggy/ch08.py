@@ -100,6 +100,30 @@ def step_returns_nothing(model, optimizer, inputs, targets):
     step_right(model, optimizer, inputs, targets)
 
 
+def step_eval_mode(model, optimizer, inputs, targets):
+    """Slip: model.eval() copied from the evaluation helper (nanoGPT's estimate_loss switches to eval and
+    back to train; here only the first half came along), so dropout is off while training."""
+    model.eval()
+    return step_right(model, optimizer, inputs, targets)
+
+
+def step_new_optimizer(model, optimizer, inputs, targets):
+    """Slip: a fresh optimizer built inside the step from the given one's learning rate; its momentum
+    (or Adam's averages) starts from zero on every call."""
+    opt = type(optimizer)(model.parameters(), lr=optimizer.param_groups[0]["lr"])
+    return step_right(model, opt, inputs, targets)
+
+
+def step_returns_graph(model, optimizer, inputs, targets):
+    """Real code: returning the loss tensor, which the loop then collects (the PyTorch FAQ's "accumulating
+    history across your training loop": total_loss += loss keeps every graph alive)."""
+    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 def step_stub(model, optimizer, inputs, targets):
     raise NotImplementedError()
 
@@ -185,6 +209,62 @@ def sample_greedy_min(logits, temperature, generator=None):
     """Slip: argmin."""
     if temperature == 0:
         return logits.argmin(dim=-1)
+    return sample_right(logits, temperature, generator)
+
+
+def sample_reseeds_global(logits, temperature, generator=None):
+    """Tutorial: the book's notebooks call torch.manual_seed(123) before generating; copied inside the
+    function, it reseeds the global RNG on every call and the generator is ignored."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    torch.manual_seed(123)
+    return torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1).squeeze(-1)
+
+
+def sample_fresh_generator(logits, temperature, generator=None):
+    """Slip: a generator of its own, seeded 0 on every call, instead of the caller's."""
+    return sample_right(logits, temperature, torch.Generator().manual_seed(0))
+
+
+def sample_top_k_50(logits, temperature, generator=None, top_k=50):
+    """Real code: top-k filtering as in nanoGPT's generate, with Hugging Face's default k=50."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = logits / temperature
+    kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[:, [-1]]
+    return sample_right(logits.masked_fill(logits < kth, float("-inf")), 1.0, generator)
+
+
+def sample_top_p_099(logits, temperature, generator=None, top_p=0.99):
+    """Real code: nucleus (top-p) filtering as in Hugging Face's TopPLogitsWarper, left on at 0.99."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    sorted_probs, index = probs.sort(dim=-1, descending=True)
+    sorted_probs[sorted_probs.cumsum(-1) - sorted_probs > top_p] = 0
+    kept = torch.zeros_like(probs).scatter(-1, index, sorted_probs)
+    return torch.multinomial(kept, 1, generator=generator).squeeze(-1)
+
+
+def sample_divides_in_place(logits, temperature, generator=None):
+    """Slip: logits.div_(temperature) changes the caller's logits."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    return torch.multinomial(torch.softmax(logits.div_(temperature), -1), 1, generator=generator).squeeze(-1)
+
+
+def sample_float_ids_when_sampling(logits, temperature, generator=None):
+    """Slip: an inverse-CDF draw that counts with floats, so only the sampled ids are float."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    cdf = torch.softmax(logits / temperature, dim=-1).cumsum(-1)
+    return (cdf < torch.rand(logits.shape[0], 1, generator=generator)).float().sum(-1)
+
+
+def sample_greedy_below_threshold(logits, temperature, generator=None):
+    """Slip: "low temperatures are greedy anyway", a threshold where only 0 is greedy."""
+    if temperature < 0.3:
+        return logits.argmax(dim=-1)
     return sample_right(logits, temperature, generator)
 
 
@@ -306,6 +386,68 @@ def cache_of_inputs(attn, x_new, cache=None):
 def cache_returns_output_only(attn, x_new, cache=None):
     """Slip: the function returns the output and keeps the cache to itself."""
     return cache_right(attn, x_new, cache)[0]
+
+
+def cache_mask_times_inf(attn, x_new, cache=None):
+    """Slip: an additive mask made as mask.float() * -inf: 0 * -inf is NaN at every visible position."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    scores = q @ k.transpose(2, 3) / attn.head_dim**0.5 + attn.mask[t - m:t, :t].float() * float("-inf")
+    return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
+
+
+def cache_half(attn, x_new, cache=None):
+    """Slip: keys and values stored in float16 "to save memory"."""
+    old = None if cache is None else (cache[0].float(), cache[1].float())
+    out, (k, v) = cache_right(attn, x_new, old)
+    return out, (k.half(), v.half())
+
+
+def cache_softmax_eps(attn, x_new, cache=None):
+    """Slip: a softmax written by hand with + 1e-4 in the denominator "for stability" (outputs off by
+    less than 1e-4: once crashed the check's report of the first differing token)."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    e = (scores - scores.amax(-1, keepdim=True)).exp()
+    return _finish(attn, e / (e.sum(-1, keepdim=True) + 1e-4), v, b, m), (k, v)
+
+
+def cache_on_layer(attn, x_new, cache=None):
+    """Real code: the KV cache kept on the layer (LLMs-from-scratch's KV-cache bonus keeps cache_k on the
+    module and needs reset_kv_cache() between texts); here the reset is missing and the argument ignored."""
+    past = getattr(attn, "_kv", None)
+    out, attn._kv = cache_right(attn, x_new, past)
+    return out, attn._kv
+
+
+def cache_cpu_mask(attn, x_new, cache=None):
+    """Slip: the mask rebuilt with torch.ones(m, t) without device=: right on the CPU, crashes on a GPU."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    hidden = torch.ones(m, t, dtype=torch.bool).triu(t - m + 1)
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(hidden, float("-inf"))
+    return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
+
+
+def cache_no_qkv_bias(attn, x_new, cache=None):
+    """Slip: projections written as x @ layer.weight.T, which drops the biases of a qkv_bias=True layer."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, x_new @ w.weight.T) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
 def cache_stub(attn, x_new, cache=None):

@@ -48,6 +48,15 @@ def step_masked_mean(model, optimizer, inputs, targets):
     return loss.item()
 
 
+def step_numpy_loss(model, optimizer, inputs, targets):
+    """Returns the loss as a NumPy number (loss.detach().numpy()): a number all the same."""
+    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach().numpy()
+
+
 # --------------------------------------------------------------------------- sample_next_token
 def sample_gumbel(logits, temperature, generator=None):
     """The Gumbel-max trick: argmax of logits / T plus Gumbel noise from the generator."""
@@ -107,8 +116,8 @@ def cache_einsum_preallocated(attn, x_new, cache=None):
         k = torch.cat([cache["k"], k], dim=1)
         v = torch.cat([cache["v"], v], dim=1)
     scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / hd**0.5
-    query_pos = torch.arange(past, past + m)[:, None]
-    key_pos = torch.arange(past + m)[None, :]
+    query_pos = torch.arange(past, past + m, device=x_new.device)[:, None]
+    key_pos = torch.arange(past + m, device=x_new.device)[None, :]
     scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
     out = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(-1), v).reshape(b, m, h * hd)
     return attn.out_proj(out), {"k": k, "v": v, "length": past + m}
@@ -127,7 +136,34 @@ def cache_list(attn, x_new, cache=None):
     else:
         cache = [torch.cat((cache[0], k), 2), torch.cat((cache[1], v), 2)]
     t = cache[0].shape[2]
-    additive = torch.zeros(m, t).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    additive = torch.zeros(m, t, device=x_new.device).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
     weights = torch.softmax(split(attn.W_query(x_new)) @ cache[0].transpose(-1, -2) * attn.head_dim**-0.5
                             + additive, dim=-1)
     return attn.out_proj((weights @ cache[1]).permute(0, 2, 1, 3).reshape(b, m, -1)), cache
+
+
+def cache_flinear(attn, x_new, cache=None):
+    """Projects with F.linear on the layers' weights and biases instead of calling the layers."""
+    b, m, _ = x_new.shape
+    q, k, v = (F.linear(x_new, w.weight, w.bias).view(b, m, attn.num_heads, attn.head_dim).transpose(1, 2)
+               for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+    t = k.shape[2]
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    return attn.out_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, m, -1)), (k, v)
+
+
+def cache_fused_qkv(attn, x_new, cache=None):
+    """One fused QKV projection (as GPT-2's c_attn): the three weights concatenated, one matmul, split."""
+    b, m, _ = x_new.shape
+    layers = (attn.W_query, attn.W_key, attn.W_value)
+    qkv = x_new @ torch.cat([w.weight for w in layers]).T  # (b, m, 3 * d_out)
+    if attn.W_query.bias is not None:
+        qkv = qkv + torch.cat([w.bias for w in layers])
+    q, k, v = (z.reshape(b, m, attn.num_heads, attn.head_dim).transpose(1, 2) for z in qkv.chunk(3, dim=-1))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+    t = k.shape[2]
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=~attn.mask[t - m:t, :t])  # (b, h, m, hd)
+    return attn.out_proj(context.transpose(1, 2).reshape(b, m, -1)), (k, v)
