@@ -9,6 +9,7 @@ import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES
 from tests.buggy import ch09 as buggy
+from tests.check_helpers import assert_names_bug
 from tests.correct import ch09 as correct
 
 CHECKS = {
@@ -31,10 +32,41 @@ def test_right_answers_pass_with_one_line(check, fn, capsys):
 
 @pytest.mark.parametrize(("check", "fn", "bug"), WRONG, ids=[fn.__name__ for _, fn, _ in WRONG])
 def test_each_bug_is_named(check, fn, bug):
-    with pytest.raises(CheckFailure) as info:
-        check(fn)
-    assert info.value.bug == bug, str(info.value)
-    assert MISTAKES[bug].hint in str(info.value)
+    assert_names_bug(check, fn, bug=bug)  # the id, its hint, and every placeholder filled
+
+
+# Answers that build a tensor on the CPU crash on a GPU; the checks run them as if on another device.
+DEVICE_BUGS = [(cu.checks.check_attend_new_tokens, buggy.cache_cpu_mask),
+               (cu.checks.check_padded_causal_attention, buggy.padded_cpu_causal),
+               (cu.checks.check_apply_rope, buggy.rope_cpu_frequencies),
+               (cu.checks.check_repeat_kv, buggy.repeat_cpu_index)]
+
+
+@pytest.mark.parametrize(("check", "fn"), DEVICE_BUGS, ids=[fn.__name__ for _, fn in DEVICE_BUGS])
+def test_cpu_made_tensors_are_named_with_the_meeting_shape(check, fn):
+    failure = assert_names_bug(check, fn, bug="cpu_tensor_in_forward")
+    assert "on another device" in str(failure) and "made on the CPU met your input's device" in str(failure)
+
+
+@pytest.mark.parametrize("fn", [buggy.window_device_ignored, buggy.window_back_to_cpu, buggy.window_device_on_one_side])
+def test_a_window_mask_off_the_requested_device_is_named(fn):
+    failure = assert_names_bug(cu.checks.check_sliding_window_mask, fn, bug="mask_device_ignored")
+    assert "torch.arange(...) is called without device=..." in str(failure)
+
+
+def test_a_window_mask_returned_on_the_cpu_is_named():
+    def back_on_cpu(n_queries, n_keys, window, device=None):  # every tensor made with device="cpu"
+        d = torch.arange(n_keys - n_queries, n_keys, device="cpu")[:, None] - torch.arange(n_keys, device="cpu")
+        return (d >= 0) & (d < window)
+    failure = assert_names_bug(cu.checks.check_sliding_window_mask, back_on_cpu, bug="mask_device_ignored")
+    assert "the tensor you return is on the CPU" in str(failure)
+
+
+@pytest.mark.parametrize(("check", "fn"), [(cu.checks.check_attend_new_tokens, buggy.cache_float64),
+                                           (cu.checks.check_apply_rope, buggy.rope_float64)])
+def test_a_float64_result_for_float32_input_is_named(check, fn):
+    failure = assert_names_bug(check, fn, bug="output_dtype_changed")
+    assert "returned dtype torch.float64, but its input has dtype torch.float32" in str(failure)
 
 
 def test_every_chapter_09_mistake_is_exercised_by_a_buggy_answer():
@@ -43,7 +75,7 @@ def test_every_chapter_09_mistake_is_exercised_by_a_buggy_answer():
             "window_top_left", "mask_device_ignored", "is_causal_top_left", "cache_mask_missing",
             "padding_mask_inverted", "padding_ignored", "padding_not_causal", "padding_nan_rows",
             "rope_layout_mixed", "rope_rotation_reversed", "rope_frequency_exponent", "rope_positions_ignored",
-            "rope_base_ignored", "gqa_repeat_not_interleave", "gqa_repeat_wrong_axis"}
+            "rope_base_ignored", "gqa_repeat_not_interleave", "gqa_repeat_wrong_axis", "output_dtype_changed"}
     assert ours <= set(MISTAKES) and ours <= named
 
 

@@ -56,6 +56,18 @@ def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, c
     raise E.fail(check, f"{where} {E.describe_difference(expected.cpu(), got.cpu())}.")
 
 
+def _same_dtype(check: str, got: torch.Tensor, given: torch.Tensor, what: str, arg: str) -> None:
+    """The result keeps the input's dtype (a float64 result would meet float32 weights in the next layer)."""
+    if got.dtype != given.dtype:
+        raise E.fail_with(check, "output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg)
+
+
+def _probe_devices(check: str, probes: list) -> None:
+    """After every value check (a wrong value is named first): each case again as if on another device."""
+    for where, inputs, call in probes:
+        E.probe_device(check, None, inputs, where, fn=call)
+
+
 # --------------------------------------------------------------------------- sliding_window_mask
 WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
 WINDOW_BUGS = (("window_inverted", {"inverted": True}), ("window_cut_short", {"extra": -1}),
@@ -77,11 +89,19 @@ def check_sliding_window_mask(fn) -> None:
                 raise E.fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
             candidates = [(bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS]
             _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
-        what = "sliding_window_mask(4, 6, 2, device=torch.device('cpu'))"
-        with E.Watch() as watch:
-            E.call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
-        if watch.without_device and not watch.moved:
-            raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=watch.without_device[0])
+        # as if on another device d: what is made with device=d or moved .to(d) counts as on d (E.Placement)
+        what, mixed = "sliding_window_mask(4, 6, 2, device=d), d another device", False
+        try:
+            with E.Watch() as watch, E.Placement([]) as placement:
+                got = E.call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
+        except E.CheckFailure as exc:
+            if not isinstance(exc.__cause__, E.DeviceMix):
+                raise
+            mixed = True  # a part made on the CPU met a part made on d
+        if mixed or not placement.is_placed(E.expect_tensor_output(name, got, what, (4, 6))):
+            made = (f"torch.{watch.without_device[0]}(...) is called without device=..." if watch.without_device
+                    else "the tensor you return is on the CPU (device='cpu' or .to('cpu'))")
+            raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=made)
     E.passed(name, f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
              "and made on the requested device")
 
@@ -97,6 +117,7 @@ def check_attend_new_tokens(fn) -> None:
     name = "check_attend_new_tokens"
     E.ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
     with E.isolated():
+        probes = []  # (where, inputs, call)
         for b, h, n_q, n_k, hd, seed in CACHE_CASES:
             q = E.randn(b, h, n_q, hd, seed=seed)        # (b, h, n_q, hd): the newest tokens
             k = E.randn(b, h, n_k, hd, seed=seed + 10)   # (b, h, n_k, hd): all tokens
@@ -107,6 +128,9 @@ def check_attend_new_tokens(fn) -> None:
             candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
                           ("cache_mask_missing", lambda: masked_attention(q, k, v, None))]
             _expect(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
+            _same_dtype(name, got, q, what, "q")
+            probes.append((f"For {what}, q, k and v on another device:", (q, k, v), fn))
+        _probe_devices(name, probes)
     E.passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
 
 
@@ -121,6 +145,7 @@ def check_padded_causal_attention(fn) -> None:
     name = "check_padded_causal_attention"
     E.ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
     with E.isolated():
+        probes = []  # (where, inputs, call)
         for lengths, side, seed in PADDING_CASES:
             b, n = len(lengths), max(lengths)
             real = E.chapters().padding_mask(lengths, n, side)  # (b, n)
@@ -142,6 +167,9 @@ def check_padded_causal_attention(fn) -> None:
             _expect(name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates)
             if not torch.isfinite(got).all():
                 raise E.fail_with(name, "padding_nan_rows", f"For {what}:")
+            _same_dtype(name, got, q, what, "q")
+            probes.append((f"For {what}, every input on another device:", (q, k, v, real), fn))
+        _probe_devices(name, probes)
     E.passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
              "finite everywhere")
 
@@ -161,6 +189,7 @@ def check_apply_rope(fn) -> None:
     name = "check_apply_rope"
     E.ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
     with E.isolated():
+        probes = []  # (where, inputs, call)
         for shape, positions, base, seed in ROPE_CASES:
             x = E.randn(*shape, seed=seed)
             pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
@@ -172,6 +201,10 @@ def check_apply_rope(fn) -> None:
             candidates = [(bug, partial(rope, x, pos, **{"base": base, **switch}))
                           for bug, switch in ROPE_BUGS]
             _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
+            _same_dtype(name, got, x, what, "x")
+            probes.append((f"For {what}, x and positions on another device:", (x, pos),
+                           lambda *inputs, kw=kwargs: fn(*inputs, **kw)))
+        _probe_devices(name, probes)
     E.passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
 
 
@@ -185,6 +218,7 @@ def check_repeat_kv(fn) -> None:
     name = "check_repeat_kv"
     E.ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
     with E.isolated():
+        probes = []  # (where, inputs, call)
         for b, g, n, hd, rep, seed in REPEAT_CASES:
             kv = E.randn(b, g, n, hd, seed=seed)
             what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
@@ -195,6 +229,8 @@ def check_repeat_kv(fn) -> None:
             got = E.expect_tensor_output(name, got, what, (b, g * rep, n, hd))
             candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
             _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
+            probes.append((f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep)))
+        _probe_devices(name, probes)
     E.passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
 
 

@@ -57,6 +57,19 @@ def window_device_ignored(n_queries, n_keys, window, device=None):
     return (d >= 0) & (d < window)
 
 
+def window_back_to_cpu(n_queries, n_keys, window, device=None):
+    # typical slip: the device argument ignored and the mask sent .to("cpu") "to be safe" (a .to call
+    # that the old check took for a move to the device).
+    d = _distance(n_queries, n_keys)
+    return ((d >= 0) & (d < window)).to("cpu")
+
+
+def window_device_on_one_side(n_queries, n_keys, window, device=None):
+    # typical slip: device= passed to the query positions' arange but not to the keys'.
+    d = torch.arange(n_keys - n_queries, n_keys, device=device)[:, None] - torch.arange(n_keys)[None, :]
+    return (d >= 0) & (d < window)
+
+
 def window_as_list(n_queries, n_keys, window, device=None):
     # typical slip: nested Python lists instead of a tensor.
     return [[0 <= i - j < window for j in range(n_keys)] for i in range(n_keys - n_queries, n_keys)]
@@ -65,7 +78,8 @@ def window_as_list(n_queries, n_keys, window, device=None):
 WINDOW_BUGS = [(window_cut_short, "window_cut_short"), (window_one_too_many, "window_one_too_many"),
                (window_inverted, "window_inverted"), (window_symmetric, "window_not_causal"),
                (window_top_left, "window_top_left"), (window_float, "window_not_bool"),
-               (window_device_ignored, "mask_device_ignored"), (window_as_list, "not_a_tensor")]
+               (window_device_ignored, "mask_device_ignored"), (window_back_to_cpu, "mask_device_ignored"),
+               (window_device_on_one_side, "mask_device_ignored"), (window_as_list, "not_a_tensor")]
 
 
 # --------------------------------------------------------------------------- attend_new_tokens
@@ -92,8 +106,25 @@ def cache_scales_in_place(q, k, v):
     return torch.softmax((q @ k.transpose(-2, -1)).masked_fill(~mask, -torch.inf), dim=-1) @ v
 
 
+def cache_cpu_mask(q, k, v):
+    # typical slip: the right bottom-right mask, built without device= (runs on the CPU, and on a GPU
+    # SDPA fails with 'Expected all tensors to be on the same device').
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+def cache_float64(q, k, v):
+    # typical slip: scores in float64 "for accuracy", the result never converted back to q's dtype.
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+    scores = q.double() @ k.double().transpose(-2, -1) / q.shape[-1] ** 0.5
+    return scores.masked_fill(~keep, -torch.inf).softmax(-1) @ v.double()
+
+
 CACHE_BUGS = [(cache_is_causal, "is_causal_top_left"), (cache_tril_top_left, "is_causal_top_left"),
-              (cache_no_mask, "cache_mask_missing"), (cache_scales_in_place, "input_modified")]
+              (cache_no_mask, "cache_mask_missing"), (cache_scales_in_place, "input_modified"),
+              (cache_cpu_mask, "cpu_tensor_in_forward"), (cache_float64, "output_dtype_changed")]
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
@@ -135,8 +166,16 @@ def padded_returns_tuple(q, k, v, real):
     return padded_nan_rows(q, k, v, real).nan_to_num(), None
 
 
+def padded_cpu_causal(q, k, v, real):
+    # typical slip: the causal half made without device=, then combined with the padding mask (on the GPU
+    # with the batch): 'Expected all tensors to be on the same device'.
+    n = real.shape[-1]
+    keep = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep).nan_to_num(0.0)
+
+
 PADDING_BUGS = [(padded_nan_rows, "padding_nan_rows"), (padded_mha_convention, "padding_mask_inverted"),
-                (padded_causal_only, "padding_ignored"), (padded_on_queries, "padding_ignored"),
+                (padded_cpu_causal, "cpu_tensor_in_forward"), (padded_causal_only, "padding_ignored"), (padded_on_queries, "padding_ignored"),
                 (padded_not_causal, "padding_not_causal"), (padded_returns_tuple, "not_a_tensor")]
 
 
@@ -185,7 +224,25 @@ def rope_in_place(x, positions, base=10_000.0):
     return x
 
 
-ROPE_BUGS = [(rope_interleaved, "rope_layout_mixed"), (rope_reversed, "rope_rotation_reversed"),
+def rope_cpu_frequencies(x, positions, base=10_000.0):
+    # the from-scratch line inv_freq = 1 / base ** (torch.arange(0, hd, 2).float() / hd): Hugging Face's
+    # rotary embedding registers it as a buffer that model.to(device) moves; in a plain function it stays
+    # on the CPU.
+    hd = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2).float() / hd))
+    return _halves(x, positions.float()[:, None] * inv_freq[None, :])
+
+
+def rope_float64(x, positions, base=10_000.0):
+    # Meta's Llama ends apply_rotary_emb with .type_as(xq); without it the float64 angles make the
+    # result float64, and the next nn.Linear (float32 or bfloat16 weights) refuses it.
+    hd = x.shape[-1]
+    freqs = base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    return _halves(x.double(), positions.double()[:, None] * freqs)
+
+
+ROPE_BUGS = [(rope_cpu_frequencies, "cpu_tensor_in_forward"), (rope_float64, "output_dtype_changed"),
+             (rope_interleaved, "rope_layout_mixed"), (rope_reversed, "rope_rotation_reversed"),
              (rope_frequency_no_two, "rope_frequency_exponent"), (rope_positions_ignored, "rope_positions_ignored"),
              (rope_base_ignored, "rope_base_ignored"), (rope_in_place, "input_modified")]
 
@@ -207,5 +264,11 @@ def repeat_over_tokens(kv, n_rep):
     return kv.repeat_interleave(n_rep, dim=2)
 
 
+def repeat_cpu_index(kv, n_rep):
+    # typical slip: index_select with an index made on the CPU; on a GPU index_select refuses it
+    # ('Expected all tensors to be on the same device ... argument index').
+    return kv.index_select(1, torch.arange(kv.shape[1] * n_rep) // n_rep)
+
+
 REPEAT_BUGS = [(repeat_tiles, "gqa_repeat_not_interleave"), (repeat_expand_wrong_order, "gqa_repeat_not_interleave"),
-               (repeat_over_tokens, "gqa_repeat_wrong_axis")]
+               (repeat_over_tokens, "gqa_repeat_wrong_axis"), (repeat_cpu_index, "cpu_tensor_in_forward")]

@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from course_utils.chapters.ch09 import sliding_window_mask
+
 
 # --------------------------------------------------------------------------- sliding_window_mask
 def window_from_tril(n_queries, n_keys, window, device=None):
@@ -49,20 +51,38 @@ def cache_additive_mask(q, k, v):
 
 
 def cache_full_then_slice(q, k, v):
-    """Pads the queries to all positions, runs is_causal on the square, keeps the last rows."""
+    """Pads the queries to all positions, runs is_causal on the square, keeps the last rows
+    (the padding made with q.new_zeros, so on q's device and in q's dtype)."""
     n_q, n_k = q.shape[-2], k.shape[-2]
-    padded = torch.cat((torch.zeros(*q.shape[:-2], n_k - n_q, q.shape[-1]), q), dim=-2)
+    padded = torch.cat((q.new_zeros(*q.shape[:-2], n_k - n_q, q.shape[-1]), q), dim=-2)
     return F.scaled_dot_product_attention(padded, k, v, is_causal=True)[..., n_k - n_q:, :]
 
 
-CACHE_CORRECT = [cache_manual_softmax, cache_additive_mask, cache_full_then_slice]
+def cache_chapter_mask(q, k, v):
+    """The hint's answer: the chapter's sliding_window_mask with a window of every key, on q's device."""
+    mask = sliding_window_mask(q.shape[-2], k.shape[-2], k.shape[-2], device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def cache_by_case(q, k, v):
+    """No mask for one new token, is_causal when queries and keys are as many, a mask otherwise."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    if n_q == 1:
+        return F.scaled_dot_product_attention(q, k, v)
+    if n_q == n_k:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    keep = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+
+
+CACHE_CORRECT = [cache_manual_softmax, cache_additive_mask, cache_full_then_slice, cache_chapter_mask, cache_by_case]
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
 def padded_where_after(q, k, v, real):
     """Manual softmax, NaN rows replaced afterwards."""
     n = real.shape[-1]
-    allowed = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+    allowed = torch.ones(n, n, dtype=torch.bool, device=q.device).tril() & real[:, None, None, :]
     scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~allowed, -torch.inf)
     return (scores.softmax(-1) @ v).nan_to_num(0.0)
 
@@ -71,7 +91,7 @@ def padded_large_negative(q, k, v, real):
     """A large finite negative number instead of -inf (the Hugging Face style); padded rows get
     a uniform average, which is finite."""
     n = real.shape[-1]
-    allowed = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, None, :]
+    allowed = torch.tril(real[:, None, None, :].expand(-1, 1, n, n))  # the causal cut made from real itself
     scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~allowed, torch.finfo(q.dtype).min)
     return scores.softmax(-1) @ v
 
@@ -85,15 +105,24 @@ def padded_per_text_loop(q, k, v, real):
     return out
 
 
-PADDING_CORRECT = [padded_where_after, padded_large_negative, padded_per_text_loop]
+def padded_rows_see_all(q, k, v, real):
+    """Hugging Face style: padded query rows may see every key (finite, ignored anyway); the causal
+    mask made on the CPU and moved to real's device."""
+    n = real.shape[-1]
+    keep = torch.ones(n, n, dtype=torch.bool).tril().to(real.device) & real[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep | ~real[:, None, :, None])
+
+
+PADDING_CORRECT = [padded_where_after, padded_large_negative, padded_per_text_loop, padded_rows_see_all]
 
 
 # --------------------------------------------------------------------------- apply_rope
 def rope_complex(x, positions, base=10_000.0):
     """Complex multiplication on (first half + i * second half)."""
     hd = x.shape[-1]
-    freqs = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    turn = torch.polar(torch.ones(len(positions), hd // 2, dtype=torch.float64), positions.double()[:, None] * freqs)
+    freqs = base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    angles = positions.double()[:, None] * freqs  # (n, hd/2)
+    turn = torch.polar(torch.ones_like(angles), angles)
     first, second = x.double().chunk(2, dim=-1)
     z = torch.complex(first, second) * turn
     return torch.cat((z.real, z.imag), dim=-1).to(x.dtype)
@@ -102,7 +131,7 @@ def rope_complex(x, positions, base=10_000.0):
 def rope_rotate_half(x, positions, base=10_000.0):
     """Hugging Face's form: x * cos + rotate_half(x) * sin, with cos and sin repeated to hd."""
     hd = x.shape[-1]
-    inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2).float() / hd))
+    inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, device=x.device).float() / hd))
     angles = torch.einsum("n,f->nf", positions.float(), inv_freq)
     emb = torch.cat((angles, angles), dim=-1)
     first, second = x[..., : hd // 2], x[..., hd // 2:]
@@ -113,9 +142,9 @@ def rope_rotate_half(x, positions, base=10_000.0):
 def rope_matrix(x, positions, base=10_000.0):
     """An explicit (n, hd, hd) block rotation matrix per position."""
     hd, half = x.shape[-1], x.shape[-1] // 2
-    angles = positions.double()[:, None] * base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
-    rot = torch.zeros(len(positions), hd, hd, dtype=torch.float64)
-    idx = torch.arange(half)
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    rot = torch.zeros(len(positions), hd, hd, dtype=torch.float64, device=x.device)
+    idx = torch.arange(half, device=x.device)
     rot[:, idx, idx] = angles.cos()
     rot[:, idx + half, idx + half] = angles.cos()
     rot[:, idx, idx + half] = -angles.sin()
@@ -134,14 +163,19 @@ def repeat_expand(kv, n_rep):
 
 
 def repeat_index_select(kv, n_rep):
-    return kv.index_select(1, torch.arange(kv.shape[1] * n_rep) // n_rep)
+    return kv.index_select(1, torch.arange(kv.shape[1] * n_rep, device=kv.device) // n_rep)
 
 
 def repeat_cat(kv, n_rep):
     return torch.cat([kv[:, i: i + 1] for i in range(kv.shape[1]) for _ in range(n_rep)], dim=1)
 
 
-REPEAT_CORRECT = [repeat_expand, repeat_index_select, repeat_cat]
+def repeat_none_when_one(kv, n_rep):
+    """n_rep = 1 (plain multi-head attention) hands kv back itself."""
+    return kv if n_rep == 1 else kv.repeat_interleave(n_rep, dim=1)
+
+
+REPEAT_CORRECT = [repeat_expand, repeat_index_select, repeat_cat, repeat_none_when_one]
 
 
 def window_moved_after(n_queries, n_keys, window, device=None):
@@ -150,4 +184,11 @@ def window_moved_after(n_queries, n_keys, window, device=None):
     return ((distance >= 0) & (distance < window)).to(device)
 
 
-WINDOW_CORRECT.append(window_moved_after)
+def window_moved_if_asked(n_queries, n_keys, window, device=None):
+    """Built on the CPU, moved only when a device is given."""
+    distance = torch.arange(n_keys - n_queries, n_keys)[:, None] - torch.arange(n_keys)
+    mask = (distance >= 0) & (distance < window)
+    return mask if device is None else mask.to(device)
+
+
+WINDOW_CORRECT += [window_moved_after, window_moved_if_asked]
