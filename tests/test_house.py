@@ -38,11 +38,11 @@ def test_course_utils_modules_stay_small():
 
 
 # Hand-written Python in course_utils (the generated course_utils/chapters/ excluded), measured on
-# 2026-11-24 (5,155): 4,938 after chapter 02's nn.Linear checks joined the engine's and config.py moved to
+# 2026-11-24 (5,152): 4,938 after chapter 02's nn.Linear checks joined the engine's and config.py moved to
 # tools/, then raised once for the probes that name the false passes and crashes an adversarial review of the
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message.
-HAND_WRITTEN_BUDGET = 5_155
+HAND_WRITTEN_BUDGET = 5_152
 
 
 def test_course_utils_does_not_grow_silently():

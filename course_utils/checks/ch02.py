@@ -225,7 +225,7 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
                               expected=tuple(v1_before[n].shape))
         value = got.detach()
         if E.same(value, v2_before[n].T):
-            if got.untyped_storage().data_ptr() == getattr(v2, n).weight.untyped_storage().data_ptr():
+            if E.storage(got) == E.storage(getattr(v2, n).weight):
                 raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
             if not got.requires_grad:
                 raise E.fail_with(check, "transfer_frozen", where, detail=f"v1.{n}")

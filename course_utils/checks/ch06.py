@@ -217,9 +217,9 @@ def _check_in_proj(name, where, got, init, blocks, what):
 
 def _check_copied(name, where, ours, theirs, before, qkv_bias, d):
     """theirs holds copies (not shares) of ours' weights, in nn.MultiheadAttention's layout."""
-    ours_storage = {p.untyped_storage().data_ptr() for p in ours.parameters()}
+    ours_storage = {E.storage(p) for p in ours.parameters()}
     for their_name, p in theirs.named_parameters():
-        if p.untyped_storage().data_ptr() in ours_storage:
+        if E.storage(p) in ours_storage:
             raise E.fail_with(name, "shared_parameter", where, detail=f"theirs.{their_name}")
     params = {k: p.detach() for k, p in theirs.named_parameters()}
     weight = params["in_proj_weight"]

@@ -295,28 +295,25 @@ def _run_cached(step, attn, x, chunks):
     return torch.cat(outs, dim=1)
 
 
-_storage = E.Placement._storage  # the address of a tensor's storage (shared by its views), 0 if none
-
-
 class _KeyRows(TorchFunctionMode):
     """Counts the token rows that meet W_key's weight, however the projection is written (attn.W_key(x),
     F.linear, x @ weight.T, einsum, a fused QKV weight made by torch.cat): a cache projects only new tokens."""
 
     def __init__(self, attn: nn.Module, batch: int) -> None:
         super().__init__()
-        self.own = {_storage(t) for t in (*attn.parameters(), *attn.buffers())}  # and what is made from them
-        self.key, self.per_row, self.rows = {_storage(attn.W_key.weight)}, attn.W_key.in_features * batch, 0
+        self.own = {E.storage(t) for t in (*attn.parameters(), *attn.buffers())}  # and what is made from them
+        self.key, self.per_row, self.rows = {E.storage(attn.W_key.weight)}, attn.W_key.in_features * batch, 0
         self.made = []  # kept alive, so that their storages' addresses stay theirs
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        places = [_storage(t) for t in tensors]
+        places = [E.storage(t) for t in tensors]
         result = func(*args, **(kwargs or {}))
         data = [t.numel() for t, p in zip(tensors, places) if p not in self.own]
         if places and not data:  # made from the layer's own tensors (W_key.weight.T, torch.cat of weights)
             made = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
             self.made += made
-            new = {_storage(t) for t in made} - {0}
+            new = {E.storage(t) for t in made} - {0}
             self.own |= new
             if self.key.intersection(places):
                 self.key |= new

@@ -12,6 +12,14 @@ class DeviceMix(RuntimeError):
     pass
 
 
+def storage(t: torch.Tensor) -> int:
+    """Address of ``t``'s storage (shared by its views); 0 when it has none (empty, or no storage)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
 class Placement(TorchFunctionMode):
     """A second device without a second device (the meta device's first use costs seconds of imports).
     The tensors given, everything computed from them and everything made with an explicit device
@@ -27,25 +35,17 @@ class Placement(TorchFunctionMode):
         self.storages: set[int] = set()
         self._mark(list(placed))
 
-    @staticmethod
-    def _storage(t: torch.Tensor) -> int:
-        """Address of ``t``'s storage; 0 when it has none (empty, or a tensor without storage)."""
-        try:
-            return t.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError):
-            return 0
-
     def _mark(self, result) -> None:
         for item in tree_flatten(result)[0]:
             if isinstance(item, torch.Tensor):
                 self.placed[id(item)] = item
-                self.storages.add(self._storage(item))
+                self.storages.add(storage(item))
         self.storages.discard(0)
 
     def is_placed(self, t: torch.Tensor) -> bool:
         """Whether ``t`` counts as on the other device (a view shares its base's storage: torch 2.3 slices
         without calling the mode)."""
-        return id(t) in self.placed or self._storage(t) in self.storages
+        return id(t) in self.placed or storage(t) in self.storages
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -115,4 +115,4 @@ class Watch(TorchFunctionMode):
                     for n, _, a, kw, _ in self.calls if n == "scaled_dot_product_attention"] or [0.0])
 
 
-__all__ = ["DeviceMix", "Placement", "Watch"]
+__all__ = ["DeviceMix", "Placement", "Watch", "storage"]
