@@ -1,6 +1,9 @@
 """Assertions shared by the self-check tests of every chapter."""
 
+import ast
 import re
+import string
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +30,7 @@ def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None
         assert bug in MISTAKES, f"unknown mistake id {bug!r}"
         assert failure.bug == bug, f"expected {bug}, got {failure.bug}:\n{failure}"
         # The catalogue's hint, its {placeholders} filled with anything.
-        template = "(?s)" + ".+?".join(map(re.escape, re.split(r"\{[a-z_]+(?:![rs])?\}", MISTAKES[bug].hint)))
+        template = "(?s)" + ".+?".join(re.escape(text) for text, *_ in string.Formatter().parse(MISTAKES[bug].hint))
         assert re.fullmatch(template, failure.hint or ""), f"hint {failure.hint!r} is not {MISTAKES[bug].hint!r}"
     if diagnosis is not None:
         assert diagnosis in str(failure), str(failure)
@@ -38,3 +41,15 @@ def unusual_right_answers(module) -> list:
     """``module.ANSWERS`` (tests/correct/chNN.py: (check name, args) pairs) as pytest params."""
     return [pytest.param(check, args, id=f"{check}-{getattr(args[0], '__name__', i)}")
             for i, (check, args) in enumerate(module.ANSWERS)]
+
+
+CHECKS = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
+
+
+def calls_in_checks(name: str):
+    """(path, call node) of every call of a function or method called ``name`` in course_utils/checks."""
+    for path in sorted(CHECKS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and getattr(func, "id", getattr(func, "attr", None)) == name:
+                yield path, node

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
+
+from tests.check_helpers import calls_in_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORTS_TOOLS = re.compile(r"^\s*(?:from\s+tools[\s.]|import\s+tools\b)", re.MULTILINE)
@@ -60,12 +61,7 @@ INLINE_REPORTS = 19
 
 
 def test_checks_name_causes_from_the_catalogue():
-    sites = []
-    for path in sorted((ROOT / "course_utils" / "checks").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            func = getattr(node, "func", None)
-            if isinstance(node, ast.Call) and getattr(func, "id", getattr(func, "attr", None)) == "fail":
-                sites.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    sites = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, node in calls_in_checks("fail")]
     assert len(sites) <= INLINE_REPORTS, (
         f"{len(sites)} inline fail(...) reports, over {INLINE_REPORTS}: put a new diagnosis in the mistake "
         f"catalogue and raise it with E.fail_with (CONTRIBUTING.md, part 4). Sites: {sites}")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import string
+
 import pytest
 
 from course_utils.checks.mistakes import MISTAKES, Bug, load
+from tests.check_helpers import calls_in_checks
 
 GOOD = """\
 # a comment
@@ -64,25 +68,12 @@ def test_a_shared_hint_from_an_earlier_file_is_known_and_ids_are_unique_across_f
         load({"a.txt": shared, "b.txt": shared})
 
 
-def _fail_with_sites():
-    """(place, mistake id, keyword names) of every E.fail_with(check, "id", ...) with a literal id."""
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
-    for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            func = getattr(node, "func", None)
-            if (isinstance(node, ast.Call) and getattr(func, "attr", getattr(func, "id", None)) == "fail_with"
-                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):
-                yield f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords}
-
-
 def test_every_raised_mistake_gets_its_placeholders():
     """fail_with always fills the entry's {placeholders}: a call must pass each one (check is given)."""
-    import string
 
-    sites = list(_fail_with_sites())
+    sites = [(f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords})
+             for path, node in calls_in_checks("fail_with")
+             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)]  # a literal mistake id
     assert len(sites) > 100
     missing = []
     for where, bug, given in sites:
