@@ -29,14 +29,29 @@ _scratch: list[RendererAgg] = []  # one off-screen renderer, reused while the si
 
 def _key(text: Text, renderer, anchor: tuple[float, float]) -> tuple | None:
     """What a string's pixels depend on, or None for texts drawn the ordinary way."""
-    if (type(text) not in (Text, Annotation) or text.get_usetex() or text.get_wrap() or text.get_bbox_patch() is not None
-            or text.get_path_effects()):
+    if (
+        type(text) not in (Text, Annotation)
+        or text.get_usetex()
+        or text.get_wrap()
+        or text.get_bbox_patch() is not None
+        or text.get_path_effects()
+    ):
         return None
-    return (text.get_text(), to_rgba(text.get_color(), text.get_alpha()), text.get_fontproperties(),
-            text.get_rotation(), text.get_rotation_mode(), text.get_horizontalalignment(),
-            text.get_verticalalignment(), _linespacing(text), text.get_antialiased(), renderer.dpi,
-            # glyphs sit at fractions of a pixel: the anchor's offset (in quarter pixels) is part of the key
-            round(4 * (anchor[0] - round(anchor[0]))), round(4 * (anchor[1] - round(anchor[1]))))
+    return (
+        text.get_text(),
+        to_rgba(text.get_color(), text.get_alpha()),
+        text.get_fontproperties(),
+        text.get_rotation(),
+        text.get_rotation_mode(),
+        text.get_horizontalalignment(),
+        text.get_verticalalignment(),
+        _linespacing(text),
+        text.get_antialiased(),
+        renderer.dpi,
+        # glyphs sit at fractions of a pixel: the anchor's offset (in quarter pixels) is part of the key
+        round(4 * (anchor[0] - round(anchor[0]))),
+        round(4 * (anchor[1] - round(anchor[1]))),
+    )
 
 
 def _linespacing(text: Text) -> float:
@@ -53,7 +68,11 @@ def _anchor(text: Text) -> tuple[float, float]:
 def _rasterise(text: Text, renderer) -> tuple[int, int, np.ndarray] | None:
     """Draw ``text`` alone on a transparent canvas of the figure's size and cut out its pixels."""
     width, height = int(renderer.width), int(renderer.height)
-    if not _scratch or (_scratch[0].width, _scratch[0].height, _scratch[0].dpi) != (width, height, renderer.dpi):
+    if not _scratch or (_scratch[0].width, _scratch[0].height, _scratch[0].dpi) != (
+        width,
+        height,
+        renderer.dpi,
+    ):
         _scratch[:] = [RendererAgg(width, height, renderer.dpi)]  # transparent
     scratch = _scratch[0]
     clip = text.get_clip_on()
@@ -69,8 +88,12 @@ def _rasterise(text: Text, renderer) -> tuple[int, int, np.ndarray] | None:
     buffer = np.asarray(scratch.buffer_rgba())  # (height, width, 4), top row first
     x0, x1 = max(math.floor(box.x0) - 3, 0), min(math.ceil(box.x1) + 3, width)
     r0, r1 = max(math.floor(height - box.y1) - 3, 0), min(math.ceil(height - box.y0) + 3, height)
-    pixels = buffer[r1 - 1:r0 - 1 if r0 else None:-1, x0:x1].copy()  # bottom row first, as draw_image takes it
-    buffer[max(r0 - 8, 0):r1 + 8, max(x0 - 8, 0):x1 + 8] = 0  # transparent again, cheaper than clear()
+    pixels = buffer[
+        r1 - 1 : r0 - 1 if r0 else None : -1, x0:x1
+    ].copy()  # bottom row first, as draw_image takes it
+    buffer[max(r0 - 8, 0) : r1 + 8, max(x0 - 8, 0) : x1 + 8] = (
+        0  # transparent again, cheaper than clear()
+    )
     if x0 >= x1 or r0 >= r1:
         return None
     x, y = _anchor(text)
@@ -120,8 +143,12 @@ def encode_png(rgba) -> bytes:
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
+        + chunk(b"IEND", b"")
+    )
 
 
 def render_png(fig: Figure) -> bytes:
@@ -135,7 +162,9 @@ def render_png(fig: Figure) -> bytes:
     else:
         canvas.restore_region(background[1])
     renderer = canvas.get_renderer()
-    animated = [a for ax in fig.axes if ax.get_visible() for a in ax.get_children() if a.get_animated()]
+    animated = [
+        a for ax in fig.axes if ax.get_visible() for a in ax.get_children() if a.get_animated()
+    ]
     for artist in sorted(animated, key=lambda a: a.get_zorder()):
         if isinstance(artist, Text):
             draw_text(artist, renderer)

@@ -46,18 +46,26 @@ MASKED_TEXT = "-inf"
 """What a masked (``-inf``) cell shows when values are written in the cells."""
 
 
-def check_labels(labels: Sequence[str] | None, n: int, what: str = "labels", per: str = "token",
-                 default: Sequence[str] | None = None) -> list[str]:
+def check_labels(
+    labels: Sequence[str] | None,
+    n: int,
+    what: str = "labels",
+    per: str = "token",
+    default: Sequence[str] | None = None,
+) -> list[str]:
     """Return ``n`` string labels, ``default`` (or 0..n-1) when ``labels`` is None; else a clear error."""
     if labels is None:
         return [str(i) for i in range(n)] if default is None else list(default)
     if isinstance(labels, str):
-        raise CourseInputError(f"{what} must be a list of {n} strings (one per {per}), but got the "
-                               f"single string {labels!r}. Tip: pass a list, e.g. text.split().")
+        raise CourseInputError(
+            f"{what} must be a list of {n} strings (one per {per}), but got the "
+            f"single string {labels!r}. Tip: pass a list, e.g. text.split()."
+        )
     labels = [str(label) for label in labels]
     if len(labels) != n:
-        raise CourseInputError(f"{what} must have {n} entries (one per {per}), "
-                               f"but got {len(labels)}: {labels}.")
+        raise CourseInputError(
+            f"{what} must have {n} entries (one per {per}), but got {len(labels)}: {labels}."
+        )
     return labels
 
 
@@ -83,8 +91,13 @@ def tick_labels(ax, labels: Sequence[str], axis: str = "x") -> None:
         ax.set_yticks(range(n), labels)
         return
     slanted = max(map(len, labels), default=0) > 3
-    ax.set_xticks(range(n), labels, rotation=45 if slanted else 0,
-                  ha="right" if slanted else "center", rotation_mode="anchor")
+    ax.set_xticks(
+        range(n),
+        labels,
+        rotation=45 if slanted else 0,
+        ha="right" if slanted else "center",
+        rotation_mode="anchor",
+    )
 
 
 def expect_map(value: object, name: str, **expect) -> torch.Tensor:
@@ -93,8 +106,9 @@ def expect_map(value: object, name: str, **expect) -> torch.Tensor:
     if value.is_complex():
         raise CourseInputError(f"{name} must hold real numbers, but got dtype {value.dtype}.")
     if min(value.shape) < 1:
-        raise CourseInputError(f"{name} must have at least one row and one column, "
-                               f"but got shape {tuple(value.shape)}.")
+        raise CourseInputError(
+            f"{name} must have at least one row and one column, but got shape {tuple(value.shape)}."
+        )
     return value.detach().to("cpu", torch.float32)
 
 
@@ -108,18 +122,38 @@ def finite_range(data: torch.Tensor) -> tuple[float, float]:
 class Heat:
     """An attention map on ``ax`` whose numbers can be replaced; ``animated`` parts are redrawn alone."""
 
-    def __init__(self, ax, data: torch.Tensor, *, vmin: float, vmax: float, annotate: bool,
-                 cmap: str = CMAP, animated: bool = False, decimals: int = 2) -> None:
+    def __init__(
+        self,
+        ax,
+        data: torch.Tensor,
+        *,
+        vmin: float,
+        vmax: float,
+        annotate: bool,
+        cmap: str = CMAP,
+        animated: bool = False,
+        decimals: int = 2,
+    ) -> None:
         # Masked cells take the axes' own colour, opaque, so a redraw over an old frame covers them.
         self.colours = colormaps[cmap].with_extremes(bad=ax.get_facecolor())
         self.ax, self.norm, self.decimals = ax, Normalize(vmin=vmin, vmax=vmax), decimals
-        self.image = ax.imshow(np.zeros(tuple(data.shape)), cmap=self.colours, vmin=vmin, vmax=vmax, aspect="auto",
-                               interpolation="nearest", animated=animated)  # the data comes in update()
+        self.image = ax.imshow(
+            np.zeros(tuple(data.shape)),
+            cmap=self.colours,
+            vmin=vmin,
+            vmax=vmax,
+            aspect="auto",
+            interpolation="nearest",
+            animated=animated,
+        )  # the data comes in update()
         self.texts = []
         if annotate:
             size = 8 if max(data.shape) <= 6 else 7
-            self.texts = [ax.text(j, i, "", ha="center", va="center", fontsize=size, animated=animated)
-                          for i in range(data.shape[0]) for j in range(data.shape[1])]
+            self.texts = [
+                ax.text(j, i, "", ha="center", va="center", fontsize=size, animated=animated)
+                for i in range(data.shape[0])
+                for j in range(data.shape[1])
+            ]
         self.update(data)
 
     def update(self, data: torch.Tensor) -> None:
@@ -127,7 +161,9 @@ class Heat:
         self.image.set_data(shown)
         if not self.texts:
             return
-        cells = self.colours(self.norm(shown))[..., :3].reshape(-1, 3)  # (n * m, 3) masked: background
+        cells = self.colours(self.norm(shown))[..., :3].reshape(
+            -1, 3
+        )  # (n * m, 3) masked: background
         linear = np.where(cells <= 0.04045, cells / 12.92, ((cells + 0.055) / 1.055) ** 2.4)
         # WCAG relative luminance L; contrast with black is (L + 0.05) / 0.05, with white
         # 1.05 / (L + 0.05): equal at L ~ 0.179.
@@ -140,13 +176,31 @@ class Heat:
 class Bars:
     """Bars with their values above them (non-finite: empty, ``-inf``); ``colour`` None: the colormap."""
 
-    def __init__(self, ax, values: torch.Tensor, *, x=None, width: float = 0.8, colour=None,
-                 top: float = 1.0, fontsize: float = 8, animated: bool = False) -> None:
+    def __init__(
+        self,
+        ax,
+        values: torch.Tensor,
+        *,
+        x=None,
+        width: float = 0.8,
+        colour=None,
+        top: float = 1.0,
+        fontsize: float = 8,
+        animated: bool = False,
+    ) -> None:
         n = values.shape[0]
         self.ax, self.colour, self.norm = ax, colour, Normalize(vmin=0.0, vmax=top)
-        self.bars = ax.bar(range(n) if x is None else x, [0.0] * n, width, edgecolor="#333333",
-                           linewidth=0.6, animated=animated)
-        self.texts = [ax.text(0, 0, "", ha="center", fontsize=fontsize, animated=animated) for _ in range(n)]
+        self.bars = ax.bar(
+            range(n) if x is None else x,
+            [0.0] * n,
+            width,
+            edgecolor="#333333",
+            linewidth=0.6,
+            animated=animated,
+        )
+        self.texts = [
+            ax.text(0, 0, "", ha="center", fontsize=fontsize, animated=animated) for _ in range(n)
+        ]
         self.pad = 0.03 * top
         self.update(values)
 
@@ -156,12 +210,16 @@ class Bars:
         if self.colour is None:
             colours = [colormaps[CMAP](self.norm(h)) for h in heights]
         else:
-            colours = [self.colour] * len(heights) if isinstance(self.colour, str) else list(self.colour)
+            colours = (
+                [self.colour] * len(heights) if isinstance(self.colour, str) else list(self.colour)
+            )
         for bar, text, h, ok, c in zip(self.bars, self.texts, heights, finite.tolist(), colours):
             bar.set_height(h)
             bar.set_facecolor(c)
             text.set_text(f"{h:.2f}" if ok else MASKED_TEXT)
-            text.set_position((bar.get_x() + bar.get_width() / 2, h + self.pad if h >= 0 else h - self.pad))
+            text.set_position(
+                (bar.get_x() + bar.get_width() / 2, h + self.pad if h >= 0 else h - self.pad)
+            )
             text.set_verticalalignment("bottom" if h >= 0 else "top")
 
 
@@ -178,8 +236,18 @@ def plain_axes(ax, xlabel: str = "", ylabel: str = "", title: str = "", **grid) 
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def draw_map(ax, data: torch.Tensor, rows: Sequence[str], cols: Sequence[str], *, xlabel: str = "key (attended to)",
-             ylabel: str = "query (attending)", title: str | None = None, colorbar: bool = True, **heat) -> Heat:
+def draw_map(
+    ax,
+    data: torch.Tensor,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    *,
+    xlabel: str = "key (attended to)",
+    ylabel: str = "query (attending)",
+    title: str | None = None,
+    colorbar: bool = True,
+    **heat,
+) -> Heat:
     """A labelled :class:`Heat` map on ``ax`` (what :func:`heatmap` draws, without its checks)."""
     heat = Heat(ax, data, **heat)
     tick_labels(ax, cols)
@@ -194,11 +262,22 @@ def draw_map(ax, data: torch.Tensor, rows: Sequence[str], cols: Sequence[str], *
 
 
 # ----------------------------------------------------------------------------- public plots
-def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
-            col_labels: Sequence[str] | None = None, *, title: str | None = None, ax=None,
-            vmin: float | None = None, vmax: float | None = None, annotate: bool | None = None,
-            cmap: str = CMAP, xlabel: str = "key (attended to)", ylabel: str = "query (attending)",
-            colorbar: bool = True, decimals: int = 2) -> Figure:
+def heatmap(
+    weights: torch.Tensor,
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    *,
+    title: str | None = None,
+    ax=None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annotate: bool | None = None,
+    cmap: str = CMAP,
+    xlabel: str = "key (attended to)",
+    ylabel: str = "query (attending)",
+    colorbar: bool = True,
+    decimals: int = 2,
+) -> Figure:
     """Draw a 2-d attention map: rows are queries, columns are keys.
 
     Args:
@@ -226,8 +305,12 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
     data = expect_map(weights, "weights")
     n_rows, n_cols = data.shape
     rows = check_labels(row_labels, n_rows, "row_labels", "row")
-    cols = check_labels(col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
-                        n_cols, "col_labels", "column")
+    cols = check_labels(
+        col_labels if col_labels is not None else (row_labels if n_rows == n_cols else None),
+        n_cols,
+        "col_labels",
+        "column",
+    )
     lo, hi = finite_range(data)
     lo, hi = float(vmin) if vmin is not None else lo, float(vmax) if vmax is not None else hi
     if lo > hi:
@@ -236,13 +319,32 @@ def heatmap(weights: torch.Tensor, row_labels: Sequence[str] | None = None,
         fig = new_figure((max(3.2, 0.6 * n_cols + 1.8), max(2.8, 0.5 * n_rows + 1.4)))
         ax = fig.add_subplot()
     annotate = n_rows <= 8 and n_cols <= 8 if annotate is None else annotate
-    draw_map(ax, data, rows, cols, vmin=lo, vmax=hi, annotate=annotate, cmap=cmap, decimals=decimals,
-             xlabel=xlabel, ylabel=ylabel, title=title, colorbar=colorbar)
+    draw_map(
+        ax,
+        data,
+        rows,
+        cols,
+        vmin=lo,
+        vmax=hi,
+        annotate=annotate,
+        cmap=cmap,
+        decimals=decimals,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        title=title,
+        colorbar=colorbar,
+    )
     return ax.figure
 
 
-def weights_bar(weights_1d: torch.Tensor, labels: Sequence[str] | None = None, *,
-                query_label: str | None = None, title: str | None = None, ax=None) -> Figure:
+def weights_bar(
+    weights_1d: torch.Tensor,
+    labels: Sequence[str] | None = None,
+    *,
+    query_label: str | None = None,
+    title: str | None = None,
+    ax=None,
+) -> Figure:
     """Draw one query's attention weights as bars, one per key, with their values and sum.
 
     Args:
@@ -271,16 +373,26 @@ def weights_bar(weights_1d: torch.Tensor, labels: Sequence[str] | None = None, *
     ax.set_ylim(bottom * 1.1, top * 1.15)
     tick_labels(ax, names)
     if title is None:
-        title = f"weights of query {query_label!r}" if query_label is not None else "attention weights"
+        title = (
+            f"weights of query {query_label!r}" if query_label is not None else "attention weights"
+        )
     plain_axes(ax, "key (attended to)", "weight", title)
     total = float(data[torch.isfinite(data)].sum())  # 0 when nothing is finite
-    ax.text(0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9)
+    ax.text(
+        0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9
+    )
     return ax.figure
 
 
-def heads_grid(weights: torch.Tensor, labels: Sequence[str] | None = None, *,
-               titles: Sequence[str] | None = None, shared_scale: bool = True, ncols: int | None = None,
-               annotate: bool | None = None) -> Figure:
+def heads_grid(
+    weights: torch.Tensor,
+    labels: Sequence[str] | None = None,
+    *,
+    titles: Sequence[str] | None = None,
+    shared_scale: bool = True,
+    ncols: int | None = None,
+    annotate: bool | None = None,
+) -> Figure:
     """Draw every head's attention map in a grid, one :func:`heatmap` per head.
 
     Args:
@@ -306,7 +418,9 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str] | None = None, *,
         titles = [f"head {h}" for h in range(num_heads)]
     elif isinstance(titles, str) or len(titles) != num_heads:
         given = repr(titles) if isinstance(titles, str) else f"{len(titles)} titles"
-        raise CourseInputError(f"titles must have {num_heads} entries (one per head), but got {given}.")
+        raise CourseInputError(
+            f"titles must have {num_heads} entries (one per head), but got {given}."
+        )
     ncols = min(expect_int(ncols, "ncols", minimum=1) if ncols is not None else 4, num_heads)
     nrows = math.ceil(num_heads / ncols)
     annotate = n_rows <= 6 and n_cols <= 6 if annotate is None else annotate
@@ -315,10 +429,18 @@ def heads_grid(weights: torch.Tensor, labels: Sequence[str] | None = None, *,
     fig = new_figure((cell * ncols + (0.9 if shared_scale else 0.6 * ncols), cell * nrows * 0.95))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for h in range(num_heads):
-        heatmap(data[h], labels, title=str(titles[h]), ax=axes[h // ncols][h % ncols], annotate=annotate,
-                vmin=lo if shared_scale else None, vmax=hi if shared_scale else None,
-                xlabel="key" if h // ncols == nrows - 1 else "", ylabel="query" if h % ncols == 0 else "",
-                colorbar=not shared_scale)
+        heatmap(
+            data[h],
+            labels,
+            title=str(titles[h]),
+            ax=axes[h // ncols][h % ncols],
+            annotate=annotate,
+            vmin=lo if shared_scale else None,
+            vmax=hi if shared_scale else None,
+            xlabel="key" if h // ncols == nrows - 1 else "",
+            ylabel="query" if h % ncols == 0 else "",
+            colorbar=not shared_scale,
+        )
     for ax in axes.flat[num_heads:]:
         ax.set_visible(False)
     if shared_scale:
@@ -364,15 +486,23 @@ class Explorer:
     """Live controls (``controls``, by ``compute``'s argument names) over one ``figure`` redrawn as
     the PNG ``image``; ``message`` (and ``error``) explain rejected values; ``widget`` is shown."""
 
-    def __init__(self, compute: Callable[..., Any], draw: Callable[[Figure, Any], None], controls: dict,
-                 figsize: tuple[float, float], view: Any = None) -> None:
+    def __init__(
+        self,
+        compute: Callable[..., Any],
+        draw: Callable[[Figure, Any], None],
+        controls: dict,
+        figsize: tuple[float, float],
+        view: Any = None,
+    ) -> None:
         import ipywidgets as widgets
 
         self.compute, self.draw, self.controls = compute, draw, controls
         self.figure = new_figure(figsize)
         self.figure.set_dpi(LIVE_DPI)
         self.view, self.error, self.png = None, None, b""
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
+        self.image = widgets.Image(
+            format="png", layout=widgets.Layout(max_width="100%", height="auto")
+        )
         self.message = widgets.HTML()
         self.widget = widgets.VBox([*controls.values(), self.message, self.image])
         for control in controls.values():
@@ -403,8 +533,14 @@ class Explorer:
         _display(self.widget)
 
 
-def explorer(compute: Callable[..., Any], draw: Callable[[Figure, Any], None], values: dict,
-             controls: Callable[[Any], dict], *, figsize: tuple[float, float]) -> None:
+def explorer(
+    compute: Callable[..., Any],
+    draw: Callable[[Figure, Any], None],
+    values: dict,
+    controls: Callable[[Any], dict],
+    *,
+    figsize: tuple[float, float],
+) -> None:
     """Show live controls that redraw a figure, or one static figure under nbval.
 
     Args:

@@ -18,9 +18,7 @@ RANKS_FILE = Path(__file__).with_name("data") / "gpt2.tiktoken"
 RANKS_SHA256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 
 # GPT-2's pre-tokenisation pattern (contractions, letters, numbers, other runs, spaces).
-GPT2_PATTERN = (
-    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-)
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 END_OF_TEXT = "<|endoftext|>"
 END_OF_TEXT_ID = 50256
 
@@ -51,7 +49,10 @@ def gpt2_tokenizer():
             "the file is damaged. Restore it from git."
         )
     # One "base64(token bytes) rank" pair per line, the format tiktoken's own loader reads.
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
     return tiktoken.Encoding(
         name="gpt2",
         explicit_n_vocab=END_OF_TEXT_ID + 1,

@@ -69,7 +69,9 @@ def expect_tensor(
     return value
 
 
-def expect_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def expect_int(
+    value: object, name: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """Return ``value`` if it is an int (not a bool) from ``minimum`` to ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise CourseInputError(f"{name} must be an int, but got {_describe(value)}.")

@@ -18,7 +18,9 @@ def assert_passes(check, *args, capsys) -> None:
     assert out.startswith("✓ check_") and out.count("\n") == 1, out
 
 
-def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None = None) -> CheckFailure:
+def assert_names_bug(
+    check, *args, bug: str | None = None, diagnosis: str | None = None
+) -> CheckFailure:
     """The check rejects the answer with a CheckFailure (an AssertionError) naming the mistake
     ``bug`` (an id of the catalogue in course_utils/checks/mistakes/) and/or containing ``diagnosis``."""
     with pytest.raises(CheckFailure) as info:
@@ -30,8 +32,12 @@ def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None
         assert bug in MISTAKES, f"unknown mistake id {bug!r}"
         assert failure.bug == bug, f"expected {bug}, got {failure.bug}:\n{failure}"
         # The catalogue's hint, its {placeholders} filled with anything.
-        template = "(?s)" + ".+?".join(re.escape(text) for text, *_ in string.Formatter().parse(MISTAKES[bug].hint))
-        assert re.fullmatch(template, failure.hint or ""), f"hint {failure.hint!r} is not {MISTAKES[bug].hint!r}"
+        template = "(?s)" + ".+?".join(
+            re.escape(text) for text, *_ in string.Formatter().parse(MISTAKES[bug].hint)
+        )
+        assert re.fullmatch(template, failure.hint or ""), (
+            f"hint {failure.hint!r} is not {MISTAKES[bug].hint!r}"
+        )
     if diagnosis is not None:
         assert diagnosis in str(failure), str(failure)
     return failure
@@ -39,8 +45,10 @@ def assert_names_bug(check, *args, bug: str | None = None, diagnosis: str | None
 
 def unusual_right_answers(module) -> list:
     """``module.ANSWERS`` (tests/correct/chNN.py: (check name, args) pairs) as pytest params."""
-    return [pytest.param(check, args, id=f"{check}-{getattr(args[0], '__name__', i)}")
-            for i, (check, args) in enumerate(module.ANSWERS)]
+    return [
+        pytest.param(check, args, id=f"{check}-{getattr(args[0], '__name__', i)}")
+        for i, (check, args) in enumerate(module.ANSWERS)
+    ]
 
 
 CHECKS = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
@@ -51,5 +59,8 @@ def calls_in_checks(name: str):
     for path in sorted(CHECKS.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             func = getattr(node, "func", None)
-            if isinstance(node, ast.Call) and getattr(func, "id", getattr(func, "attr", None)) == name:
+            if (
+                isinstance(node, ast.Call)
+                and getattr(func, "id", getattr(func, "attr", None)) == name
+            ):
                 yield path, node

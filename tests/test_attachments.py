@@ -37,12 +37,18 @@ def _alone(nb, tmp_path, name):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 @pytest.mark.parametrize("kind", ["solution", "exercise"])
 def test_every_image_resolves_when_the_notebook_is_alone(path, kind, tmp_path):
-    nb = _embedded_solution(path) if kind == "solution" else nbtools.make_exercise(nbtools.read(path), path.name)
+    nb = (
+        _embedded_solution(path)
+        if kind == "solution"
+        else nbtools.make_exercise(nbtools.read(path), path.name)
+    )
     nb = _alone(nb, tmp_path, path.name)
     assert attachments.unresolved_images(nb) == []
     for cell in nb.cells:
         for name, data in (cell.get("attachments") or {}).items():
-            assert base64.b64decode(data["image/png"]) == (nbtools.FIGURES / name).read_bytes(), name
+            assert base64.b64decode(data["image/png"]) == (nbtools.FIGURES / name).read_bytes(), (
+                name
+            )
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
@@ -65,41 +71,55 @@ def test_embedding_is_idempotent_and_follows_the_png(tmp_path):
     figures.mkdir()
     shutil.copy(nbtools.FIGURES / "causal_mask.png", figures / "causal_mask.png")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("Look:\n\n![old alt](../figures/causal_mask.png)\n\nDone."),
-                nbformat.v4.new_markdown_cell("![badge](https://example.org/b.svg) and ![x](picture.png)")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("Look:\n\n![old alt](../figures/causal_mask.png)\n\nDone."),
+        nbformat.v4.new_markdown_cell("![badge](https://example.org/b.svg) and ![x](picture.png)"),
+    ]
     assert attachments.embed(nb, figures) == ["causal_mask"]
     cell = nb.cells[0]
-    assert cell.source.startswith("Look:\n\n![") and cell.source.endswith("](attachment:causal_mask.png)\n\nDone.")
+    assert cell.source.startswith("Look:\n\n![") and cell.source.endswith(
+        "](attachment:causal_mask.png)\n\nDone."
+    )
     assert "old alt" not in cell.source  # the alt text comes from the figure registry
     once = nbtools.dumps(nb)
     attachments.embed(nb, figures)
     assert nbtools.dumps(nb) == once
-    assert attachments.unresolved_images(nb) == ["cell 1: 'picture.png' is a path, not an attachment"]
+    assert attachments.unresolved_images(nb) == [
+        "cell 1: 'picture.png' is a path, not an attachment"
+    ]
 
     # figures/ is the source: a redrawn PNG is re-embedded, and the stale copy is detectable
     (figures / "causal_mask.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"new")
     fresh = copy.deepcopy(nb)
     attachments.embed(fresh, figures)
     assert nbtools.dumps(fresh) != once
-    assert base64.b64decode(fresh.cells[0].attachments["causal_mask.png"]["image/png"]).endswith(b"new")
+    assert base64.b64decode(fresh.cells[0].attachments["causal_mask.png"]["image/png"]).endswith(
+        b"new"
+    )
 
 
 def test_a_missing_figure_or_a_broken_attachment_is_reported(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("![a](../figures/not_drawn.png)")]
-    with pytest.raises(attachments.FigureError, match=r"x.ipynb, cell 0: the image '../figures/not_drawn.png'"):
+    with pytest.raises(
+        attachments.FigureError, match=r"x.ipynb, cell 0: the image '../figures/not_drawn.png'"
+    ):
         attachments.embed(nb, tmp_path, "x.ipynb")
     nb.cells[0].source = "![a](attachment:gone.png)"
     nb.cells[0]["attachments"] = {"gone.png": {"image/png": base64.b64encode(b"GIF89a").decode()}}
-    assert attachments.unresolved_images(nb) == ["cell 0: 'attachment:gone.png' has no PNG attachment"]
+    assert attachments.unresolved_images(nb) == [
+        "cell 0: 'attachment:gone.png' has no PNG attachment"
+    ]
 
 
 def test_stale_check_reports_unembedded_figures(tmp_path):
     sol, ex = tmp_path / "solutions", tmp_path / "notebooks"
     sol.mkdir()
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# 99 · Test"),
-                nbformat.v4.new_markdown_cell("![a](../figures/dropout.png)")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# 99 · Test"),
+        nbformat.v4.new_markdown_cell("![a](../figures/dropout.png)"),
+    ]
     nbtools.set_headers(nb, "solutions", "99_test.ipynb")
     nbtools.write(nb, sol / "99_test.ipynb")
     ex.mkdir()
@@ -108,7 +128,9 @@ def test_stale_check_reports_unembedded_figures(tmp_path):
     assert "attachment:dropout.png" in exercise.cells[2].source  # exercises always travel
     assert exercise.cells[2].attachments["dropout.png"]["image/png"]
     figures = [p for p in nbtools.stale_files(sol, ex) if "figures" in p]
-    assert figures == ["solutions/99_test.ipynb (figures not embedded or differ from figures/: run `make exercises`)"]
+    assert figures == [
+        "solutions/99_test.ipynb (figures not embedded or differ from figures/: run `make exercises`)"
+    ]
     attachments.embed(nb, nbtools.FIGURES)
     nbtools.write(nb, sol / "99_test.ipynb")
     assert [p for p in nbtools.stale_files(sol, ex) if "figures" in p or "notebooks/" in p] == []

@@ -26,8 +26,17 @@ HAS_FLEX = importlib.util.find_spec("torch.nn.attention.flex_attention") is not 
 
 
 def tiny_config(**changes) -> cli.BenchConfig:
-    base = dict(seq_lens=(8, 16), d_model=D, num_heads=HEADS, warmup=0, min_run_time=0.01, min_runs=2,
-                device="cpu", variants=("split", "sdpa_causal"), memory=False)
+    base = dict(
+        seq_lens=(8, 16),
+        d_model=D,
+        num_heads=HEADS,
+        warmup=0,
+        min_run_time=0.01,
+        min_runs=2,
+        device="cpu",
+        variants=("split", "sdpa_causal"),
+        memory=False,
+    )
     base.update(changes)
     return cli.BenchConfig(**base)
 
@@ -43,8 +52,16 @@ def inputs(n: int = 20, batch: int = 2, seed: int = 3) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- equality
 def test_the_chapter_exports_eight_variants_and_a_byte_model_for_each():
-    assert list(chapters.VARIANTS) == ["wrapper", "split", "fused_qkv", "einsum", "sdpa_causal", "sdpa_mask",
-                                       "torch_mha", "flex"]
+    assert list(chapters.VARIANTS) == [
+        "wrapper",
+        "split",
+        "fused_qkv",
+        "einsum",
+        "sdpa_causal",
+        "sdpa_mask",
+        "torch_mha",
+        "flex",
+    ]
     assert set(chapters.SCORE_PASSES) == set(chapters.VARIANTS)
     assert cli.DEFAULT_VARIANTS == tuple(chapters.VARIANTS)
 
@@ -59,7 +76,9 @@ def test_every_variant_matches_the_reference(reference, name):
 def test_variants_copy_the_weights_they_are_given(reference):
     """Built from *other* weights the check must fail, so equality is meaningful; and the
     variant holds copies: changing it later leaves the reference alone."""
-    other = bench.make_reference(D, HEADS, CONTEXT, qkv_bias=reference.W_query.bias is not None, seed=8)
+    other = bench.make_reference(
+        D, HEADS, CONTEXT, qkv_bias=reference.W_query.bias is not None, seed=8
+    )
     assert not bench.check_variant(chapters.FusedQKVAttention(other), reference, inputs()).ok
     wrapper = chapters.WrapperAttention(reference)
     before = reference.out_proj.weight.clone()
@@ -72,7 +91,9 @@ def test_variants_copy_the_weights_they_are_given(reference):
 def test_flex_variant_matches_the_reference_unfused(reference):
     module = chapters.FlexCausalAttention(reference, compile=False)
     with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # "flex_attention called without torch.compile": expected here
+        warnings.simplefilter(
+            "ignore"
+        )  # "flex_attention called without torch.compile": expected here
         got, expected = module(inputs()), reference(inputs())
     assert torch.allclose(got, expected, atol=1e-5, rtol=1e-4)
 
@@ -81,7 +102,9 @@ def test_flex_needs_torch_2_5(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.1+cu121")
     assert "2.5" in cli.flex_unavailable_reason("cpu")
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    assert cli.flex_unavailable_reason("cpu") is None and cli.flex_unavailable_reason("cuda") is None
+    assert (
+        cli.flex_unavailable_reason("cpu") is None and cli.flex_unavailable_reason("cuda") is None
+    )
 
 
 def test_torch_mha_needs_square_weights():
@@ -184,7 +207,10 @@ def test_flops_counted_from_the_shapes_match_pytorchs_count():
 
 def test_byte_model_charges_the_naive_score_path():
     n, b, h, d = 1024, 1, 12, 768
-    naive, fused = chapters.moved_bytes("split", b, h, n, d, d), chapters.moved_bytes("sdpa_causal", b, h, n, d, d)
+    naive, fused = (
+        chapters.moved_bytes("split", b, h, n, d, d),
+        chapters.moved_bytes("sdpa_causal", b, h, n, d, d),
+    )
     assert naive - fused == 8 * chapters.score_bytes(b, h, n)
     assert chapters.moved_bytes("sdpa_mask", b, h, n, d, d) - fused == n * n
 
@@ -226,7 +252,9 @@ def test_cuda_peak_memory_is_max_allocated_minus_before(monkeypatch):
         return "result"
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: state.update(peak=1000))
+    monkeypatch.setattr(
+        torch.cuda, "reset_peak_memory_stats", lambda device=None: state.update(peak=1000)
+    )
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: state["peak"])
     assert bench.measure_peak_memory(run, "cuda") == 5000
@@ -236,14 +264,14 @@ def test_cpu_peak_memory_follows_the_profilers_allocations():
     mib = 2**20
 
     def sequential():
-        a = torch.ones(4 * mib // 4)           # 4 MiB
+        a = torch.ones(4 * mib // 4)  # 4 MiB
         del a
-        return torch.zeros(2 * mib // 4)       # 2 MiB, after a was freed
+        return torch.zeros(2 * mib // 4)  # 2 MiB, after a was freed
 
     def overlapping():
         a = torch.ones(4 * mib // 4)
-        b = a * 2                              # both alive: 8 MiB
-        return (a + b).sum()                   # and a + b: 12 MiB
+        b = a * 2  # both alive: 8 MiB
+        return (a + b).sum()  # and a + b: 12 MiB
 
     assert 4 * mib <= bench.measure_peak_memory(sequential) < 5 * mib
     assert 12 * mib <= bench.measure_peak_memory(overlapping) < 13 * mib
@@ -257,6 +285,7 @@ def test_peak_memory_sees_the_score_matrix():
         def run():
             with torch.no_grad():
                 return module(x)
+
         return run
 
     naive = bench.measure_peak_memory(forward(chapters.split_attention(ref)))
@@ -266,8 +295,12 @@ def test_peak_memory_sees_the_score_matrix():
 
 
 def test_out_of_memory_is_recognised():
-    assert cli._is_oom(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
-    assert cli._is_oom(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate"))
+    assert cli._is_oom(
+        torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    )
+    assert cli._is_oom(
+        RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate")
+    )
     assert not cli._is_oom(RuntimeError("shape mismatch"))
 
 
@@ -279,29 +312,62 @@ def test_ceilings_are_measured():
 # ----------------------------------------------------------------------------- results
 def test_csv_columns_tables_and_plots(tmp_path):
     ceilings = bench.Ceilings(50.0, 5.0, "cpu", 1)
-    rows = cli.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask"), seq_lens=(8,), memory=True),
-                             ceilings=ceilings)
+    rows = cli.run_benchmark(
+        tiny_config(variants=("split", "sdpa_inverted_mask"), seq_lens=(8,), memory=True),
+        ceilings=ceilings,
+    )
     path = cli.write_csv(rows, tmp_path / "sub" / "bench.csv")
     with path.open(newline="") as f:
         back = list(csv.DictReader(f))
-    for column in ("variant", "mode", "seq_len", "status", "median_ms", "iqr_ms", "peak_mib", "gflop", "gflops",
-                   "mbytes", "score_mbytes", "intensity", "share_of_peak", "peak_gflops", "copy_gbs", "check_error",
-                   "device_name", "threads", "torch_version", "note"):
+    for column in (
+        "variant",
+        "mode",
+        "seq_len",
+        "status",
+        "median_ms",
+        "iqr_ms",
+        "peak_mib",
+        "gflop",
+        "gflops",
+        "mbytes",
+        "score_mbytes",
+        "intensity",
+        "share_of_peak",
+        "peak_gflops",
+        "copy_gbs",
+        "check_error",
+        "device_name",
+        "threads",
+        "torch_version",
+        "note",
+    ):
         assert column in back[0], column
-    assert [(r["variant"], r["mode"], r["status"]) for r in back] == [(r.variant, r.mode, r.status) for r in rows]
+    assert [(r["variant"], r["mode"], r["status"]) for r in back] == [
+        (r.variant, r.mode, r.status) for r in rows
+    ]
     assert float(back[0]["median_ms"]) == pytest.approx(rows[0].median_ms)
-    assert back[-1]["median_ms"] == "nan" and float(back[-1]["gflop"]) > 0  # wrong: counted, never timed
+    assert (
+        back[-1]["median_ms"] == "nan" and float(back[-1]["gflop"]) > 0
+    )  # wrong: counted, never timed
     table = cli.markdown_table(rows, "forward")
     assert "n=8" in table and "wrong" in table
-    assert "wrong" not in cli.markdown_table(rows, "forward", "gflop")  # counted from the shapes: always shown
-    assert cli.markdown_report(rows).count("| variant |") >= 12  # 2 modes x (time, spread, memory, rate...)
+    assert "wrong" not in cli.markdown_table(
+        rows, "forward", "gflop"
+    )  # counted from the shapes: always shown
+    assert (
+        cli.markdown_report(rows).count("| variant |") >= 12
+    )  # 2 modes x (time, spread, memory, rate...)
     with pytest.raises(CourseInputError, match="metric"):
         cli.markdown_table(rows, "forward", metric="speed")
     assert len(cli.plot_results(rows).axes) == 4  # time and memory, for each of the two modes
     points = cli.roofline_points(rows)
-    assert [(p.variant, p.seq_len) for p in points] == [("split", 8)]  # forward, timed, with a byte model
+    assert [(p.variant, p.seq_len) for p in points] == [
+        ("split", 8)
+    ]  # forward, timed, with a byte model
     roofline = bench.plot_roofline(points, ceilings)
-    assert roofline.axes[0].get_xscale() == "log" and len(roofline.axes[0].lines) >= 2  # roof + split
+    assert (
+        roofline.axes[0].get_xscale() == "log" and len(roofline.axes[0].lines) >= 2
+    )  # roof + split
 
 
 def test_plots_reject_empty_rows_and_missing_ceilings():
@@ -314,10 +380,30 @@ def test_plots_reject_empty_rows_and_missing_ceilings():
 
 
 def test_command_line_writes_csv_plots_and_tables(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "measure_ceilings", lambda *a, **k: bench.Ceilings(50.0, 5.0, "cpu", 1))
-    code = cli.main(["--out", str(tmp_path), "--seq-lens", "8", "--d-model", str(D), "--heads", str(HEADS),
-                     "--min-run-time", "0.01", "--variants", "split", "sdpa_causal", "--no-memory", "--quiet",
-                     "--device", "cpu"])
+    monkeypatch.setattr(
+        bench, "measure_ceilings", lambda *a, **k: bench.Ceilings(50.0, 5.0, "cpu", 1)
+    )
+    code = cli.main(
+        [
+            "--out",
+            str(tmp_path),
+            "--seq-lens",
+            "8",
+            "--d-model",
+            str(D),
+            "--heads",
+            str(HEADS),
+            "--min-run-time",
+            "0.01",
+            "--variants",
+            "split",
+            "sdpa_causal",
+            "--no-memory",
+            "--quiet",
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 0
     for name in ("bench.csv", "bench.md", "bench.png", "roofline.png"):
         assert (tmp_path / name).is_file(), name
@@ -331,26 +417,32 @@ def test_command_line_reports_bad_input(tmp_path, capsys):
 
 
 def test_full_config_reaches_long_sequences():
-    assert max(cli.full_config("cpu").seq_lens) >= 4096 and max(cli.quick_config("cpu").seq_lens) >= 1024
+    assert (
+        max(cli.full_config("cpu").seq_lens) >= 4096
+        and max(cli.quick_config("cpu").seq_lens) >= 1024
+    )
     assert cli.full_config("cpu").min_run_time > cli.quick_config("cpu").min_run_time
 
 
 # ----------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("changes, message", [
-    (dict(seq_lens=()), "seq_lens"),
-    (dict(seq_lens=(0, 8)), "at least 1"),
-    (dict(seq_lens=8), "seq_lens"),
-    (dict(num_heads=5), "divisible"),
-    (dict(dtype="float64"), "dtype"),
-    (dict(modes=("backward",)), "modes"),
-    (dict(variants=("nope",)), "known variants are: wrapper"),
-    (dict(variants=()), "at least one"),
-    (dict(min_runs=0), "min_runs"),
-    (dict(warmup=-1), "warmup"),
-    (dict(min_run_time=0), "min_run_time"),
-    (dict(device="tpu"), "device"),
-    (dict(threads=0), "threads"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(seq_lens=()), "seq_lens"),
+        (dict(seq_lens=(0, 8)), "at least 1"),
+        (dict(seq_lens=8), "seq_lens"),
+        (dict(num_heads=5), "divisible"),
+        (dict(dtype="float64"), "dtype"),
+        (dict(modes=("backward",)), "modes"),
+        (dict(variants=("nope",)), "known variants are: wrapper"),
+        (dict(variants=()), "at least one"),
+        (dict(min_runs=0), "min_runs"),
+        (dict(warmup=-1), "warmup"),
+        (dict(min_run_time=0), "min_run_time"),
+        (dict(device="tpu"), "device"),
+        (dict(threads=0), "threads"),
+    ],
+)
 def test_bad_config_gets_a_clear_error(changes, message):
     with pytest.raises(CourseInputError, match=message):
         cli.run_benchmark(tiny_config(**changes))

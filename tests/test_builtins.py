@@ -34,14 +34,17 @@ IDS = [f"b{b}-n{n}-d{d}-h{h}-ctx{c}-bias{q}" for b, n, d, h, c, q in SHAPES]
 def _build(batch, n, d, heads, context, qkv_bias, dropout=0.0, seed=0):
     torch.manual_seed(seed)
     ours = cu.chapters.MultiHeadAttention(d, d, context, dropout, heads, qkv_bias=qkv_bias).eval()
-    x = torch.randn(batch, n, d)                               # (b, n, d)
+    x = torch.randn(batch, n, d)  # (b, n, d)
     return ours, x
 
 
 def _projections(ours, x):
-    split = cu.chapters.split_heads                            # (b, n, d) -> (b, h, n, hd)
-    return (split(ours.W_query(x), ours.num_heads), split(ours.W_key(x), ours.num_heads),
-            split(ours.W_value(x), ours.num_heads))
+    split = cu.chapters.split_heads  # (b, n, d) -> (b, h, n, hd)
+    return (
+        split(ours.W_query(x), ours.num_heads),
+        split(ours.W_key(x), ours.num_heads),
+        split(ours.W_value(x), ours.num_heads),
+    )
 
 
 def _sdpa(ours, x, **kwargs):
@@ -49,13 +52,15 @@ def _sdpa(ours, x, **kwargs):
 
 
 def _torch_mha_copy(ours):
-    theirs = nn.MultiheadAttention(ours.out_proj.out_features, ours.num_heads, batch_first=True).eval()
+    theirs = nn.MultiheadAttention(
+        ours.out_proj.out_features, ours.num_heads, batch_first=True
+    ).eval()
     cu.chapters.copy_into_torch_mha(ours, theirs)
     return theirs
 
 
 def _forbidden(n):
-    return cu.chapters.torch_mha_mask(n)                       # (n, n): True = future
+    return cu.chapters.torch_mha_mask(n)  # (n, n): True = future
 
 
 def _close(a, b):
@@ -113,12 +118,14 @@ def test_torch_mha_head_averaged_weights_match_ours():
     theirs = _torch_mha_copy(ours)
     q, k, _ = _projections(ours, x)
     scores = (q @ k.transpose(2, 3)).masked_fill(_forbidden(5), float("-inf"))  # (b, h, n, n)
-    weights = torch.softmax(scores / ours.head_dim ** 0.5, dim=-1)              # (b, h, n, n)
-    _, averaged = theirs(x, x, x, attn_mask=_forbidden(5))                      # (b, n, n)
+    weights = torch.softmax(scores / ours.head_dim**0.5, dim=-1)  # (b, h, n, n)
+    _, averaged = theirs(x, x, x, attn_mask=_forbidden(5))  # (b, n, n)
     assert _close(averaged, weights.mean(dim=1))
 
 
-@pytest.mark.parametrize("shape", [s for s in SHAPES if s[1] > 1], ids=[i for s, i in zip(SHAPES, IDS) if s[1] > 1])
+@pytest.mark.parametrize(
+    "shape", [s for s in SHAPES if s[1] > 1], ids=[i for s, i in zip(SHAPES, IDS) if s[1] > 1]
+)
 def test_inverted_mask_is_detected_as_unequal(shape):
     ours, x = _build(*shape)
     theirs = _torch_mha_copy(ours)
@@ -137,7 +144,8 @@ def test_wrong_qkv_order_is_detected_as_unequal():
     ours, x = _build(2, 6, 8, 2, 6, False)
     theirs = _torch_mha_copy(ours)
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat(
-            [ours.W_key.weight, ours.W_query.weight, ours.W_value.weight], dim=0))
+        theirs.in_proj_weight.copy_(
+            torch.cat([ours.W_key.weight, ours.W_query.weight, ours.W_value.weight], dim=0)
+        )
         got = theirs(x, x, x, attn_mask=_forbidden(6), need_weights=False)[0]
         assert not _close(got, ours(x))

@@ -47,8 +47,8 @@ def test_cached_logits_equal_full_recomputation_at_every_step(chunks, heads):
         full = model(ids)  # (2, 16, 13)
         cache, start = None, 0
         for m in chunks:
-            logits, cache = cached_logits(model, ids[:, start:start + m], cache)
-            assert torch.allclose(logits, full[:, start:start + m], atol=1e-5)
+            logits, cache = cached_logits(model, ids[:, start : start + m], cache)
+            assert torch.allclose(logits, full[:, start : start + m], atol=1e-5)
             start += m
             assert cache[0].shape == (2, heads, start, 12 // heads) == cache[1].shape
 
@@ -61,7 +61,7 @@ def test_the_cache_projects_only_new_tokens():
     with torch.no_grad():
         _, cache = cached_logits(model, ids[:, :6])
         for t in range(6, 10):
-            _, cache = cached_logits(model, ids[:, t:t + 1], cache)
+            _, cache = cached_logits(model, ids[:, t : t + 1], cache)
     assert rows == [6, 1, 1, 1, 1]
 
 
@@ -77,8 +77,10 @@ def test_a_cache_cannot_outgrow_the_positions():
 def test_generation_is_the_same_with_and_without_the_cache(temperature):
     model = tiny_gpt()
     prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
-    runs = [generate(model, prompt, 12, temperature, torch.Generator().manual_seed(3), use_cache=use)
-            for use in (True, False)]
+    runs = [
+        generate(model, prompt, 12, temperature, torch.Generator().manual_seed(3), use_cache=use)
+        for use in (True, False)
+    ]
     assert runs[0].shape == (2, 15)
     assert torch.equal(runs[0], runs[1])
     assert torch.equal(runs[0][:, :3], prompt)
@@ -144,7 +146,9 @@ def test_one_head_learns_to_look_two_places_back(threads):
             model = LookBack()
             if frozen:
                 model.attn.W_query.weight.requires_grad_(False)
-            optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+            optimizer = torch.optim.Adam(
+                [p for p in model.parameters() if p.requires_grad], lr=1e-2
+            )
             g = torch.Generator().manual_seed(0)
             losses = []
             for _ in range(150):
@@ -158,7 +162,9 @@ def test_one_head_learns_to_look_two_places_back(threads):
     model, losses = results[False]
     assert abs(losses[0] - 2.30) < 0.15 and losses[-1] < 0.01
     with torch.no_grad():
-        w = lookback_weights(model, torch.randint(10, (1, 12), generator=torch.Generator().manual_seed(5)))[0]
+        w = lookback_weights(
+            model, torch.randint(10, (1, 12), generator=torch.Generator().manual_seed(5))
+        )[0]
     rows = torch.arange(2, 12)
     assert torch.equal(w[rows].argmax(dim=-1), rows - 2) and (w[rows, rows - 2] > 0.9).all()
     assert results[True][1][-1] > 1.0
@@ -175,7 +181,9 @@ def test_the_story_is_original_licensed_and_a_few_thousand_words():
 def test_cross_entropy_skips_the_targets_without_a_position():
     logits = torch.randn(4, 5)
     targets = torch.tensor([-100, 2, -100, 4])
-    assert torch.isclose(F.cross_entropy(logits, targets), F.cross_entropy(logits[[1, 3]], targets[[1, 3]]))
+    assert torch.isclose(
+        F.cross_entropy(logits, targets), F.cross_entropy(logits[[1, 3]], targets[[1, 3]])
+    )
 
 
 # ----------------------------------------------------------------------------- the training explorer
@@ -186,8 +194,15 @@ def fake_snapshots(heads=4, n=6, every=10, count=4):
     shots = []
     for k in range(count):
         weights = torch.rand(heads, n, n, generator=g).tril()  # (h, n, n)
-        shots.append({"step": every * k, "losses": losses[:every * k], "weights": weights / weights.sum(-1, keepdim=True),
-                      "labels": list("a cat "[:n]), "sample": f"sample at step {every * k}"})
+        shots.append(
+            {
+                "step": every * k,
+                "losses": losses[: every * k],
+                "weights": weights / weights.sum(-1, keepdim=True),
+                "labels": list("a cat "[:n]),
+                "sample": f"sample at step {every * k}",
+            }
+        )
     return shots
 
 
@@ -214,13 +229,22 @@ BAD_SNAPSHOTS = [
     (lambda s: [], "snapshots is empty"),
     (lambda s: [s[0], "step 10"], r"snapshots\[1\] must be a dict"),
     (lambda s: [_without(s[0], "sample")], r"snapshots\[0\] lacks the key\(s\) \['sample'\]"),
-    (lambda s: [s[1], s[0]], r"training order, but snapshots\[1\]\['step'\] = 0 comes after step 10"),
+    (
+        lambda s: [s[1], s[0]],
+        r"training order, but snapshots\[1\]\['step'\] = 0 comes after step 10",
+    ),
     (lambda s: [{**s[0], "step": -1}], r"\['step'\] must be an int of at least 0, but got -1"),
-    (lambda s: [{**s[1], "losses": s[1]["losses"][:-1]}], r"one loss per step so far \(10\), but holds 9"),
+    (
+        lambda s: [{**s[1], "losses": s[1]["losses"][:-1]}],
+        r"one loss per step so far \(10\), but holds 9",
+    ),
     (lambda s: [{**s[1], "losses": ["a"] * 10}], r"\['losses'\] must be a list of finite numbers"),
     (lambda s: [{**s[0], "weights": torch.ones(2, 6, 5)}], r"square \(n, n\) maps.*\(2, 6, 5\)"),
     (lambda s: [{**s[0], "weights": [[1.0]]}], r"\['weights'\] must be a torch.Tensor"),
-    (lambda s: [s[0], {**s[1], "weights": torch.ones(2, 6, 6)}], r"same shape.*\(2, 6, 6\).*\(4, 6, 6\)"),
+    (
+        lambda s: [s[0], {**s[1], "weights": torch.ones(2, 6, 6)}],
+        r"same shape.*\(2, 6, 6\).*\(4, 6, 6\)",
+    ),
     (lambda s: [{**s[0], "labels": ["a"]}], r"\['labels'\] must have 6 entries"),
     (lambda s: [{**s[0], "sample": None}], r"\['sample'\] must be the generated text"),
 ]
@@ -236,7 +260,10 @@ def test_training_explorer_rejects_bad_snapshots_clearly(make, message, shown, m
 
 def test_training_explorer_rejects_a_step_without_a_snapshot(shown, monkeypatch):
     monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
-    with pytest.raises(cu.CourseInputError, match=r"step must be one of the snapshots' steps \[0, 10, 20, 30\], but got 15"):
+    with pytest.raises(
+        cu.CourseInputError,
+        match=r"step must be one of the snapshots' steps \[0, 10, 20, 30\], but got 15",
+    ):
         W.training_explorer(fake_snapshots(), step=15)
     with pytest.raises(cu.CourseInputError, match="index must be an int from 0 to 3"):
         W.training_data(W.training_snapshots(fake_snapshots()), 4)
@@ -258,16 +285,25 @@ def test_training_explorer_live_slider_redraws_only_what_changes(shown, monkeypa
     monkeypatch.delenv(P.STATIC_ENV_VAR, raising=False)
     W.training_explorer(fake_snapshots(), step=0)
     (explorer,) = [obj for obj in shown if isinstance(obj, P.Explorer)]
-    assert [o for o in explorer.controls["index"].options] == [("0", 0), ("10", 1), ("20", 2), ("30", 3)]
+    assert [o for o in explorer.controls["index"].options] == [
+        ("0", 0),
+        ("10", 1),
+        ("20", 2),
+        ("30", 3),
+    ]
     full_draws = []
     original = FigureCanvasAgg.draw
-    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas)))
+    monkeypatch.setattr(
+        FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas))
+    )
     pictures = [explorer.png]
     for index in (1, 3, 0):
         explorer.controls["index"].value = index
         assert explorer.error is None and explorer.view.index == index
         pictures.append(explorer.png)
-    assert len(set(pictures)) == 3 and pictures[0] == pictures[-1]  # back at step 0: the same picture
+    assert (
+        len(set(pictures)) == 3 and pictures[0] == pictures[-1]
+    )  # back at step 0: the same picture
     assert full_draws == [], "a non-animated artist changed, so the whole figure was drawn again"
     curve = explorer.figure.__dict__["_course_handles"]["curve"]
     assert len(curve.get_xdata()) == 0  # step 0: no loss yet

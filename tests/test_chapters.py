@@ -31,11 +31,15 @@ def test_book_values(name):
     assert torch.allclose(out[0, 0], torch.tensor(first_row), atol=5e-5), out[0, 0]
 
 
-@pytest.mark.parametrize("build", [
-    lambda: cu.chapters.CausalAttention(3, 2, 6, 0.0),
-    lambda: cu.chapters.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2),
-    lambda: cu.chapters.MultiHeadAttention(3, 2, 6, 0.0, 2),
-], ids=["CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: cu.chapters.CausalAttention(3, 2, 6, 0.0),
+        lambda: cu.chapters.MultiHeadAttentionWrapper(3, 2, 6, 0.0, 2),
+        lambda: cu.chapters.MultiHeadAttention(3, 2, 6, 0.0, 2),
+    ],
+    ids=["CausalAttention", "MultiHeadAttentionWrapper", "MultiHeadAttention"],
+)
 def test_layers_refuse_inputs_longer_than_context_length(build):
     with pytest.raises(ValueError, match=r"7 tokens.*context_length=6"):
         build()(torch.randn(1, 7, 3))
@@ -63,11 +67,14 @@ def test_dropout_off_in_eval_mode_and_same_seed_same_layer():
     assert torch.equal(*outs)
 
 
-@pytest.mark.parametrize(("check", "name"), [
-    ("check_causal_attention", "CausalAttention"),
-    ("check_multihead_wrapper", "MultiHeadAttentionWrapper"),
-    ("check_multihead_attention", "MultiHeadAttention"),
-])
+@pytest.mark.parametrize(
+    ("check", "name"),
+    [
+        ("check_causal_attention", "CausalAttention"),
+        ("check_multihead_wrapper", "MultiHeadAttentionWrapper"),
+        ("check_multihead_attention", "MultiHeadAttention"),
+    ],
+)
 def test_the_chapter_checks_accept_the_exported_classes(check, name, capsys):
     getattr(cu.checks, check)(getattr(cu.chapters, name))
     assert capsys.readouterr().out.startswith(f"✓ {check}")

@@ -28,10 +28,18 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
     ("check", "buggy", "expect"),
     [
         (cu.checks.check_attention_scores, b.scores_no_sum, {"bug": "scores_no_sum"}),
-        (cu.checks.check_attention_scores, b.scores_sum_over_tokens, {"bug": "scores_sum_over_tokens"}),
+        (
+            cu.checks.check_attention_scores,
+            b.scores_sum_over_tokens,
+            {"bug": "scores_sum_over_tokens"},
+        ),
         (cu.checks.check_attention_scores, b.scores_cosine, {"bug": "scores_cosine"}),
         (cu.checks.check_attention_scores, b.scores_all_pairs, {"bug": "scores_all_pairs"}),
-        (cu.checks.check_attention_scores, b.scores_stub, {"diagnosis": "NotImplementedError: the exercise stub"}),
+        (
+            cu.checks.check_attention_scores,
+            b.scores_stub,
+            {"diagnosis": "NotImplementedError: the exercise stub"},
+        ),
         (cu.checks.check_softmax, b.softmax_naive, {"bug": "softmax_overflow"}),
         (cu.checks.check_softmax, b.softmax_divide_by_sum, {"bug": "divide_by_sum"}),
         (cu.checks.check_softmax, b.softmax_no_normalise, {"bug": "softmax_no_normalise"}),
@@ -44,10 +52,18 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_attention_weights, b.weights_raw, {"bug": "raw_scores_as_weights"}),
         (cu.checks.check_attention_weights, b.weights_columns, {"bug": "softmax_over_queries"}),
         (cu.checks.check_attention_weights, b.weights_divide_by_sum, {"bug": "divide_by_sum"}),
-        (cu.checks.check_context_vectors, b.context_transposed, {"bug": "context_transposed_weights"}),
+        (
+            cu.checks.check_context_vectors,
+            b.context_transposed,
+            {"bug": "context_transposed_weights"},
+        ),
         (cu.checks.check_context_vectors, b.context_raw_scores, {"bug": "context_from_raw_scores"}),
         (cu.checks.check_context_vectors, b.context_columns, {"bug": "context_transposed_weights"}),
-        (cu.checks.check_context_vectors, b.context_returns_weights, {"diagnosis": "expected shape"}),
+        (
+            cu.checks.check_context_vectors,
+            b.context_returns_weights,
+            {"diagnosis": "expected shape"},
+        ),
     ],
 )
 def test_each_bug_is_named(check, buggy, expect):

@@ -17,7 +17,9 @@ from tests.correct import ch04 as correct
 check = cu.checks.check_causal_attention
 
 
-@pytest.mark.parametrize("cls", [cu.chapters.CausalAttention, *buggy.CORRECT], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [cu.chapters.CausalAttention, *buggy.CORRECT], ids=lambda c: c.__name__
+)
 def test_accepts_right_classes(cls, capsys):
     check(cls)
     assert capsys.readouterr().out.startswith("✓ check_causal_attention:")
@@ -98,12 +100,16 @@ def test_messages_give_the_numbers():
 
 
 def test_missing_attribute_names_what_is_looked_for():
-    with pytest.raises(CheckFailure, match=r"looks for the attribute 'W_query' \(nn\.Linear\(3, 2, bias=False\)\)"):
+    with pytest.raises(
+        CheckFailure, match=r"looks for the attribute 'W_query' \(nn\.Linear\(3, 2, bias=False\)\)"
+    ):
         check(buggy.NamedDifferently)
 
 
 def test_mask_computed_in_forward_is_asked_for_as_a_buffer():
-    with pytest.raises(CheckFailure, match=r"looks for the causal mask as a buffer of shape \(6, 6\)"):
+    with pytest.raises(
+        CheckFailure, match=r"looks for the causal mask as a buffer of shape \(6, 6\)"
+    ):
         check(buggy.MaskBuiltInForward)
 
 

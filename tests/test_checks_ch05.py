@@ -28,8 +28,9 @@ def _rejects(check, cls, bug):
 
 
 # ----------------------------------------------------------------------------- the wrapper
-@pytest.mark.parametrize("cls", [cu.chapters.MultiHeadAttentionWrapper, *buggy.WRAPPER_CORRECT],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [cu.chapters.MultiHeadAttentionWrapper, *buggy.WRAPPER_CORRECT], ids=lambda c: c.__name__
+)
 def test_wrapper_accepts_right_classes(cls, capsys):
     check_wrapper(cls)
     assert capsys.readouterr().out.startswith("✓ check_multihead_wrapper:")
@@ -56,7 +57,9 @@ def test_wrapper_names_the_bug(cls, bug):
 
 
 def test_wrapper_missing_heads_attribute():
-    with pytest.raises(CheckFailure, match=r"looks for the attribute 'heads' \(an nn\.ModuleList of 2"):
+    with pytest.raises(
+        CheckFailure, match=r"looks for the attribute 'heads' \(an nn\.ModuleList of 2"
+    ):
         check_wrapper(buggy.NoHeadsAttribute)
 
 
@@ -66,7 +69,9 @@ def test_wrapper_dropout_is_checked_in_every_head():
 
 
 # ----------------------------------------------------------------------------- the split version
-@pytest.mark.parametrize("cls", [cu.chapters.MultiHeadAttention, *buggy.SPLIT_CORRECT], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls", [cu.chapters.MultiHeadAttention, *buggy.SPLIT_CORRECT], ids=lambda c: c.__name__
+)
 def test_split_accepts_right_classes(cls, capsys):
     check_split(cls)
     assert capsys.readouterr().out.startswith("✓ check_multihead_attention:")
@@ -129,7 +134,9 @@ def test_missing_contiguous_quotes_torch():
 
 
 def test_split_missing_out_proj_names_the_attribute():
-    with pytest.raises(CheckFailure, match=r"looks for the attribute 'out_proj' \(nn\.Linear\(6, 6\)\)"):
+    with pytest.raises(
+        CheckFailure, match=r"looks for the attribute 'out_proj' \(nn\.Linear\(6, 6\)\)"
+    ):
         check_split(buggy.NoOutProj)
 
 

@@ -27,7 +27,10 @@ def test_right_dataset_passes(capsys):
         (b.DatasetStrideIgnored, {"bug": "window_stride_ignored"}),
         (b.DatasetStepByContext, {"bug": "window_step_by_context"}),
         (b.DatasetStrideIgnoredInGetitem, {"bug": "window_stride_ignored_getitem"}),
-        (b.DatasetLengthIsTokens, {"bug": "window_count_wrong", "diagnosis": "expected 16 windows, your dataset has 20"}),
+        (
+            b.DatasetLengthIsTokens,
+            {"bug": "window_count_wrong", "diagnosis": "expected 16 windows, your dataset has 20"},
+        ),
         (b.DatasetLists, {"diagnosis": "not a tensor"}),
         (b.DatasetStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
@@ -65,7 +68,10 @@ def test_right_embedding_passes(capsys):
         (b.EmbeddingClampsLongInput, {"bug": "no_length_check"}),
         (b.EmbeddingPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),
         (b.EmbeddingAssertsLength, {"bug": "length_error_not_value_error"}),
-        (b.EmbeddingPositionsData, {"bug": "gradient_blocked", "diagnosis": "pos.weight gets no gradient"}),
+        (
+            b.EmbeddingPositionsData,
+            {"bug": "gradient_blocked", "diagnosis": "pos.weight gets no gradient"},
+        ),
     ],
 )
 def test_each_embedding_bug_is_named(buggy, expect):

@@ -67,7 +67,11 @@ class ForwardNarrow(ForwardTuple):
 
 class ForwardInf(ForwardTuple):
     def forward(self, x, *args, **kwargs):
-        return torch.full_like(x, float("inf")) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+        return (
+            torch.full_like(x, float("inf"))
+            if isinstance(x, torch.Tensor) and x.is_floating_point()
+            else x
+        )
 
 
 class NoArguments(nn.Module):
@@ -168,7 +172,11 @@ CHECKS = sorted(name for name in dir(cu.checks) if name.startswith("check_"))
 
 
 def _arity(check) -> int:
-    return sum(1 for p in inspect.signature(check).parameters.values() if p.default is inspect.Parameter.empty)
+    return sum(
+        1
+        for p in inspect.signature(check).parameters.values()
+        if p.default is inspect.Parameter.empty
+    )
 
 
 def test_every_public_check_is_fuzzed():
@@ -200,7 +208,9 @@ _MIXED = [
 
 
 @pytest.mark.parametrize("junk", list(JUNK), ids=list(JUNK))
-@pytest.mark.parametrize(("name", "make_args"), _MIXED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(_MIXED)])
+@pytest.mark.parametrize(
+    ("name", "make_args"), _MIXED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(_MIXED)]
+)
 def test_junk_beside_right_arguments_gives_a_check_failure(name, make_args, junk):
     with pytest.raises(CheckFailure):
         getattr(cu.checks, name)(*make_args(JUNK[junk]))

@@ -45,23 +45,32 @@ def _read(path: Path):
 
 def test_one_configured_repository():
     owner, _, name = config.REPO_SLUG.partition("/")
-    assert owner and name and "/" not in name, f"REPO_SLUG must be 'owner/name', not {config.REPO_SLUG!r}"
+    assert owner and name and "/" not in name, (
+        f"REPO_SLUG must be 'owner/name', not {config.REPO_SLUG!r}"
+    )
     assert config.REPO_URL == f"https://github.com/{config.REPO_SLUG}"
     # `git clone URL` creates a folder named after the repository: the setup cell looks for it.
     assert config.CLONE_DIR == name
     assert config.colab_url("notebooks", "01_x.ipynb") == (
-        f"https://colab.research.google.com/github/{config.REPO_SLUG}/blob/{config.BRANCH}/notebooks/01_x.ipynb")
+        f"https://colab.research.google.com/github/{config.REPO_SLUG}/blob/{config.BRANCH}/notebooks/01_x.ipynb"
+    )
     assert "torch" not in {pip for pip, _ in config.PACKAGES_FOR_SETUP}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_title_cell_has_the_colab_badge(path):
     cell = _read(path).cells[0]
-    assert cell.cell_type == "markdown" and cell.source.startswith("# "), "cell 0 must be the '# NN · Title'"
+    assert cell.cell_type == "markdown" and cell.source.startswith("# "), (
+        "cell 0 must be the '# NN · Title'"
+    )
     badges = BADGE.findall(cell.source)
-    assert len(badges) == 1, f"cell 0 must hold one Open In Colab badge, found {len(badges)}: run `make headers`"
+    assert len(badges) == 1, (
+        f"cell 0 must hold one Open In Colab badge, found {len(badges)}: run `make headers`"
+    )
     image, link = badges[0]
-    assert link == config.colab_url(path.parent.name, path.name), "badge link is stale: run `make headers`"
+    assert link == config.colab_url(path.parent.name, path.name), (
+        "badge link is stale: run `make headers`"
+    )
     assert image.startswith("https://colab.research.google.com/assets/colab-badge")
 
 
@@ -74,7 +83,9 @@ def test_first_code_cell_is_the_setup_cell(path):
     assert nbtools.SETUP_TAG in setup.metadata.get("tags", []), "cell 1 must be tagged 'setup'"
     for line in setup.source.splitlines():
         if PIP_LINE.search(line):
-            assert not re.search(r"\btorch\b", line), f"the setup cell must never pip-install torch: {line!r}"
+            assert not re.search(r"\btorch\b", line), (
+                f"the setup cell must never pip-install torch: {line!r}"
+            )
     assert "course_utils" in setup.source
 
 
@@ -190,9 +201,15 @@ def _scenarios(tmp: Path) -> dict[str, dict]:
         "two_missing": dict(dry, missing=MODULES[:2]),
         "all_missing": dict(dry, missing=MODULES),
         "no_torch": dict(dry, missing=["torch"]),
-        "clone_fails": dict(live, cwd=str(_fresh(tmp / "fails" / "content")), git_fails=True, **{"import": False}),
-        "no_git": dict(live, cwd=str(_fresh(tmp / "nogit" / "content")), path=str(tmp / "empty-bin"),
-                       **{"import": False}),
+        "clone_fails": dict(
+            live, cwd=str(_fresh(tmp / "fails" / "content")), git_fails=True, **{"import": False}
+        ),
+        "no_git": dict(
+            live,
+            cwd=str(_fresh(tmp / "nogit" / "content")),
+            path=str(tmp / "empty-bin"),
+            **{"import": False},
+        ),
     }
 
 
@@ -218,13 +235,26 @@ def runs(request, tmp_path_factory) -> dict[str, dict]:
         (tmp / "empty-bin").mkdir()
         (bin_dir / "git").write_text(FAKE_GIT)
         (bin_dir / "git").chmod(0o755)
-        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-                   COURSE_UTILS=str(ROOT / "course_utils"))
+        env = dict(
+            os.environ,
+            PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            COURSE_UTILS=str(ROOT / "course_utils"),
+        )
         env.pop("PYTHONPATH", None)
-        proc = subprocess.run([sys.executable, "-c", DRIVER, str(ROOT), json.dumps(list(scenarios.values()))],
-                              cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
-        lines = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-        assert proc.returncode == 0 and len(lines) == len(scenarios), f"driver failed:\n{proc.stdout}\n{proc.stderr}"
+        proc = subprocess.run(
+            [sys.executable, "-c", DRIVER, str(ROOT), json.dumps(list(scenarios.values()))],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        lines = [
+            json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")
+        ]
+        assert proc.returncode == 0 and len(lines) == len(scenarios), (
+            f"driver failed:\n{proc.stdout}\n{proc.stderr}"
+        )
         _RUNS[name] = {}
         for (key, scenario), result in zip(scenarios.items(), lines):
             log = Path(scenario["git_log"])
@@ -244,7 +274,9 @@ def test_setup_cell_clones_the_course_when_course_utils_is_missing(name, runs):
     assert result["found_before"] is False
     assert "error" not in result, result
     assert result["git"] == [f"clone --depth 1 {config.REPO_URL}.git"]
-    assert [c[0] for c in result["calls"]] == ["git"], "only git may run when all packages are present"
+    assert [c[0] for c in result["calls"]] == ["git"], (
+        "only git may run when all packages are present"
+    )
     # The fake git names the folder after the URL, as git does: the cell must look there.
     clone = Path(result["cwd"]) / config.REPO_URL.rsplit("/", 1)[1]
     assert result["course_utils"] == str(clone / "course_utils" / "__init__.py")
@@ -255,7 +287,9 @@ def test_setup_cell_reuses_an_existing_clone(name, runs):
     result = runs["existing"]
     assert "error" not in result, result
     assert result["git"] == [] and result["calls"] == []
-    assert result["course_utils"] == str(Path(result["cwd"]) / config.CLONE_DIR / "course_utils" / "__init__.py")
+    assert result["course_utils"] == str(
+        Path(result["cwd"]) / config.CLONE_DIR / "course_utils" / "__init__.py"
+    )
 
 
 @pytest.mark.parametrize("name", SETUP_SOURCES)
@@ -263,13 +297,20 @@ def test_setup_cell_finds_the_course_from_its_notebooks_folder(name, runs):
     result = runs["checkout"]
     assert "error" not in result, result
     assert result["git"] == [] and result["calls"] == []
-    assert result["course_utils"] == str(Path(result["cwd"]).parent / "course_utils" / "__init__.py")
+    assert result["course_utils"] == str(
+        Path(result["cwd"]).parent / "course_utils" / "__init__.py"
+    )
 
 
 @pytest.mark.parametrize("name", SETUP_SOURCES)
 def test_setup_cell_does_nothing_when_everything_is_present(name, runs):
     result = runs["present"]
-    assert (result["found_before"], result["path_changed"], result["calls"], result["git"]) == (True, False, [], [])
+    assert (result["found_before"], result["path_changed"], result["calls"], result["git"]) == (
+        True,
+        False,
+        [],
+        [],
+    )
     assert "error" not in result, result
 
 
@@ -290,7 +331,9 @@ def test_setup_cell_never_installs_torch(name, runs):
     assert result["calls"] == []
 
 
-FETCH_FAILED = f"RuntimeError: Could not fetch the course helpers (course_utils) from {config.REPO_URL}: "
+FETCH_FAILED = (
+    f"RuntimeError: Could not fetch the course helpers (course_utils) from {config.REPO_URL}: "
+)
 WHAT_TO_DO = "Check that this runtime is online"
 
 
@@ -299,9 +342,13 @@ def test_setup_cell_explains_a_failed_clone(name, runs):
     if "Could not fetch" not in SETUP_SOURCES[name]:
         pytest.skip("an older setup cell: `make headers` brings the explained failure")
     result = runs["clone_fails"]
-    assert result["error"] == (FETCH_FAILED + "fatal: repository 'https://example.invalid/x.git/' not found. "
-                               + WHAT_TO_DO + " and the address opens in a browser, then run this cell again; "
-                               "or download the repository and open the notebook from its folder.")
+    assert result["error"] == (
+        FETCH_FAILED
+        + "fatal: repository 'https://example.invalid/x.git/' not found. "
+        + WHAT_TO_DO
+        + " and the address opens in a browser, then run this cell again; "
+        "or download the repository and open the notebook from its folder."
+    )
     assert result["calls"] == [["git", "clone", "--depth", "1", f"{config.REPO_URL}.git"]]
     assert runs["no_git"]["error"].startswith(FETCH_FAILED + "git is not installed. " + WHAT_TO_DO)
 
@@ -309,7 +356,9 @@ def test_setup_cell_explains_a_failed_clone(name, runs):
 def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_path):
     """The generator's cell, run by a fresh Python with no course_utils anywhere and a real git
     pointed at an address nothing listens on: one message, nothing of git's own output."""
-    source = nbtools.setup_cell_source().replace(config.REPO_URL, "http://127.0.0.1:9/nowhere/course")
+    source = nbtools.setup_cell_source().replace(
+        config.REPO_URL, "http://127.0.0.1:9/nowhere/course"
+    )
     driver = (
         "import os, sys\n"
         "sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != os.path.realpath(sys.argv[1])]\n"
@@ -319,11 +368,18 @@ def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_pat
         "    print('MESSAGE', exc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-c", driver, str(ROOT), source], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", driver, str(ROOT), source],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "MESSAGE Could not fetch the course helpers (course_utils) from http://127.0.0.1:9/nowhere/course: "), lines
+        "MESSAGE Could not fetch the course helpers (course_utils) from http://127.0.0.1:9/nowhere/course: "
+    ), lines
     assert WHAT_TO_DO in lines[0]
     assert not (tmp_path / "course").exists()

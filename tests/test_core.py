@@ -74,7 +74,10 @@ def test_portable_dropout_mask_values_and_rate():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: cu.portable_dropout_mask((2, 2), p=1.0, seed=0), r"p must be in \[0, 1\).*got 1.0"),
+        (
+            lambda: cu.portable_dropout_mask((2, 2), p=1.0, seed=0),
+            r"p must be in \[0, 1\).*got 1.0",
+        ),
         (lambda: cu.portable_dropout_mask((2, 2), p="0.5", seed=0), "p must be a number"),
         (lambda: cu.portable_rand((2, 0), seed=0), "at least 1, but got 0"),
         (lambda: cu.portable_rand((2, 2), seed=-1), "seed must be at least 0, but got -1"),
@@ -90,11 +93,16 @@ def test_bad_input_gets_a_clear_message(call, message):
 def test_expect_tensor_messages_say_expected_and_given():
     with pytest.raises(cu.CourseInputError, match=r"x must be a torch.Tensor, but got a list"):
         cu.expect_tensor([1, 2], "x")
-    with pytest.raises(cu.CourseInputError, match=r"x must be a 3-d tensor, but got a 2-d tensor of shape \(2, 3\)"):
+    with pytest.raises(
+        cu.CourseInputError, match=r"x must be a 3-d tensor, but got a 2-d tensor of shape \(2, 3\)"
+    ):
         cu.expect_tensor(torch.zeros(2, 3), "x", ndim=3)
     with pytest.raises(cu.CourseInputError, match=r"2-d or 3-d tensor, but got a 1-d"):
         cu.expect_tensor(torch.zeros(2), "x", ndim=(2, 3))
-    with pytest.raises(cu.CourseInputError, match=r"shape \(any, 4\), but got shape \(2, 3\) \(axis 1 is 3, expected 4\)"):
+    with pytest.raises(
+        cu.CourseInputError,
+        match=r"shape \(any, 4\), but got shape \(2, 3\) \(axis 1 is 3, expected 4\)",
+    ):
         cu.expect_tensor(torch.zeros(2, 3), "x", shape=(None, 4))
     with pytest.raises(cu.CourseInputError, match=r"floating-point .* but got dtype torch.int64"):
         cu.expect_tensor(torch.zeros(2, dtype=torch.long), "x", floating=True)
@@ -124,14 +132,19 @@ def test_golden_file_renders_the_whole_catalogue():
     stored = GOLDEN.read_text(encoding="utf-8") if GOLDEN.exists() else ""
     assert stored == fresh, (
         "a mistake's message changed (or one was added or removed): review the difference, then "
-        "regenerate the golden file with `python -m tools.render_check_messages`")
+        "regenerate the golden file with `python -m tools.render_check_messages`"
+    )
 
 
 def test_golden_file_names_every_mistake_once():
     from course_utils.checks.mistakes import MISTAKES
     from tools.render_check_messages import GOLDEN
 
-    ids = [line[3:] for line in GOLDEN.read_text(encoding="utf-8").splitlines() if line.startswith("== ")]
+    ids = [
+        line[3:]
+        for line in GOLDEN.read_text(encoding="utf-8").splitlines()
+        if line.startswith("== ")
+    ]
     assert ids == sorted(MISTAKES) and len(ids) == len(set(ids))
 
 
@@ -142,12 +155,13 @@ def test_readme_example_is_what_the_check_prints():
     from tools.render_check_messages import readme_example
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    chapters = readme[readme.index("## Chapters"):]
+    chapters = readme[readme.index("## Chapters") :]
     start = chapters.index("```text\n") + len("```text\n")
-    block = chapters[start:chapters.index("```", start)]
+    block = chapters[start : chapters.index("```", start)]
     assert block.strip() == readme_example().strip(), (
         "the README's example failure message is stale: paste the output of "
-        "`python -m tools.render_check_messages --readme` into it")
+        "`python -m tools.render_check_messages --readme` into it"
+    )
 
 
 # --------------------------------------------------------------------------- the device probe
@@ -157,27 +171,44 @@ def _slice_unseen(x, n):
         return x[:n]
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: x + torch.ones(x.shape, device=x.device),     # explicit device
-    lambda x: x + torch.ones(x.shape).to(x.device),         # moved with .to(device)
-    lambda x: x + torch.ones(x.shape).to(x),                # moved with .to(tensor)
-    lambda x: x + torch.ones_like(x).triu(1),               # made from the input
-    lambda x: x[torch.arange(2)] * torch.tensor(2.0),       # CPU index tensors and 0-d scalars work on a GPU
-    lambda x: x @ _slice_unseen(x, 2).T,                    # a view of the input is on its device
-], ids=["device_kwarg", "to_device", "to_tensor", "like", "index_and_scalar", "view_sliced_unseen"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x + torch.ones(x.shape, device=x.device),  # explicit device
+        lambda x: x + torch.ones(x.shape).to(x.device),  # moved with .to(device)
+        lambda x: x + torch.ones(x.shape).to(x),  # moved with .to(tensor)
+        lambda x: x + torch.ones_like(x).triu(1),  # made from the input
+        lambda x: (
+            x[torch.arange(2)] * torch.tensor(2.0)
+        ),  # CPU index tensors and 0-d scalars work on a GPU
+        lambda x: x @ _slice_unseen(x, 2).T,  # a view of the input is on its device
+    ],
+    ids=[
+        "device_kwarg",
+        "to_device",
+        "to_tensor",
+        "like",
+        "index_and_scalar",
+        "view_sliced_unseen",
+    ],
+)
 def test_device_probe_accepts_device_safe_code(fn):
     from course_utils.checks._engine import probe_device
 
     probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: x + torch.ones(x.shape),
-    lambda x: x.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), 0.0),
-    lambda x: torch.where(torch.arange(3)[None, :] > torch.arange(3)[:, None], x, 0.0),
-    lambda x: torch.tensor([[0.0] * 3] * 3) + x,
-    lambda x: torch.nn.functional.embedding(torch.arange(3), x),
-], ids=["ones", "masked_fill", "where_arange", "from_lists", "embedding_of_arange"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x + torch.ones(x.shape),
+        lambda x: x.masked_fill(torch.ones(3, 3, dtype=torch.bool).triu(1), 0.0),
+        lambda x: torch.where(torch.arange(3)[None, :] > torch.arange(3)[:, None], x, 0.0),
+        lambda x: torch.tensor([[0.0] * 3] * 3) + x,
+        lambda x: torch.nn.functional.embedding(torch.arange(3), x),
+    ],
+    ids=["ones", "masked_fill", "where_arange", "from_lists", "embedding_of_arange"],
+)
 def test_device_probe_names_cpu_tensors(fn):
     from course_utils.checks._engine import probe_device
 

@@ -13,7 +13,9 @@ from tools import nbtools
 
 EXERCISES = nbtools.chapter_files(nbtools.EXERCISES)
 STUB = nbtools.CODE_STUB[1]
-RESET = "get_ipython().run_line_magic('reset', '-f')\nimport matplotlib.pyplot as plt\nplt.close('all')"
+RESET = (
+    "get_ipython().run_line_magic('reset', '-f')\nimport matplotlib.pyplot as plt\nplt.close('all')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +23,12 @@ def kernel():
     import os
 
     os.environ["COURSE_STATIC_WIDGETS"] = "1"
-    client = NotebookClient(nbformat.v4.new_notebook(), timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(nbtools.EXERCISES)}})
+    client = NotebookClient(
+        nbformat.v4.new_notebook(),
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(nbtools.EXERCISES)}},
+    )
     with client.setup_kernel():
         yield client
 
@@ -41,7 +47,9 @@ def test_exercise_runs_to_its_first_stub(path, kernel):
     kernel.nb = reset
     assert _error(kernel, reset.cells[0], 0) is None
     nb = kernel.nb = nbtools.read(path)
-    first_stub = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and STUB in c.source), None)
+    first_stub = next(
+        (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and STUB in c.source), None
+    )
     assert first_stub is not None, f"{path.name} has no exercise stub"
     for index in range(first_stub):
         cell = nb.cells[index]

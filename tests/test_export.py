@@ -49,13 +49,13 @@ def _notebook(folder: Path, name: str, *cells: str) -> Path:
     return path
 
 
-CH01 = '''#| export
+CH01 = """#| export
 def scores(q, k):
     ### BEGIN SOLUTION
     return q @ k.T  # (n, n)
-    ### END SOLUTION'''
+    ### END SOLUTION"""
 CH01_DEMO = "print(scores(1, 2))"
-CH02 = '''#| export
+CH02 = """#| export
 import math
 from torch.utils.data import Dataset
 
@@ -67,13 +67,13 @@ class Layer(nn.Module):
 
 
 def reuse():
-    return cu.chapters.scores, Dataset'''
-CH03 = '''#| export
+    return cu.chapters.scores, Dataset"""
+CH03 = """#| export
 from course_utils.chapters import Layer
 
 
 def deeper():
-    return Layer'''
+    return Layer"""
 
 
 @pytest.fixture
@@ -90,7 +90,12 @@ def course(tmp_path):
 def test_export_writes_definitions_without_markers_and_with_the_imports_they_need(course):
     target = course / "pkg" / "chapters"
     export.write_chapters(course / "solutions", target, course)
-    assert sorted(p.name for p in target.iterdir()) == ["__init__.py", "ch01.py", "ch02.py", "ch04.py"]
+    assert sorted(p.name for p in target.iterdir()) == [
+        "__init__.py",
+        "ch01.py",
+        "ch02.py",
+        "ch04.py",
+    ]
     # an import from the package itself becomes a relative import (no import cycle)
     assert "from .ch02 import Layer\n" in (target / "ch04.py").read_text()
     assert "course_utils" not in (target / "ch04.py").read_text().split("__all__")[0]
@@ -102,8 +107,14 @@ def test_export_writes_definitions_without_markers_and_with_the_imports_they_nee
     assert "import torch" not in ch01  # the preamble follows the names used, nothing more
     ch02 = (target / "ch02.py").read_text()
     head = ch02.split("__all__")[0]
-    for line in ("import math", "import torch.nn.functional as F", "from torch import nn",
-                 "from torch.utils.data import Dataset", "import course_utils as cu", "from .ch01 import scores"):
+    for line in (
+        "import math",
+        "import torch.nn.functional as F",
+        "from torch import nn",
+        "from torch.utils.data import Dataset",
+        "import course_utils as cu",
+        "from .ch01 import scores",
+    ):
         assert line + "\n" in head, line
     assert "import torch\n" not in head
     assert '__all__ = ["Layer", "reuse"]' in ch02
@@ -117,14 +128,28 @@ def test_generated_modules_import_and_pass_lint(course):
     export.write_chapters(course / "solutions", pkg / "chapters", course)
     (pkg / "__init__.py").write_text("")
     code = "import torch, pkg.chapters as c; print(c.Layer()(torch.eye(2), torch.eye(2)).shape)"
-    out = subprocess.run([sys.executable, "-c", code],
-                         cwd=course, capture_output=True, text=True,
-                         env={"PYTHONPATH": f"{course}:{ROOT}", "PATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": f"{course}:{ROOT}", "PATH": ""},
+    )
     assert out.returncode == 0 and out.stdout.strip() == "torch.Size([2, 2])", out.stderr
     ruff = Path(sys.executable).with_name("ruff")
     if ruff.exists():
-        lint = subprocess.run([str(ruff), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"),
-                               str(pkg / "chapters")], capture_output=True, text=True)
+        lint = subprocess.run(
+            [
+                str(ruff),
+                "check",
+                "--no-cache",
+                "--config",
+                str(ROOT / "pyproject.toml"),
+                str(pkg / "chapters"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert lint.returncode == 0, lint.stdout
 
 
@@ -135,19 +160,27 @@ def test_drift_is_reported_and_fixed_by_a_new_export(course):
     (target / "ch01.py").write_text((target / "ch01.py").read_text() + "# hand edit\n")
     (target / "ch07.py").write_text("")
     problems = export.stale_chapters(course / "solutions", target, course)
-    assert problems == ["chapters/ch01.py (differs from the notebooks' #| export cells: run `make exercises`)",
-                        "chapters/ch07.py (no notebook exports it any more: run `make exercises`)"]
+    assert problems == [
+        "chapters/ch01.py (differs from the notebooks' #| export cells: run `make exercises`)",
+        "chapters/ch07.py (no notebook exports it any more: run `make exercises`)",
+    ]
     export.write_chapters(course / "solutions", target, course)
     assert export.stale_chapters(course / "solutions", target, course) == []
 
 
-@pytest.mark.parametrize(("cell", "message"), [
-    ("#| export\ndef f():\n    return undefined_thing", "uses 'undefined_thing'"),
-    ("#| export\ndef scores():\n    pass", "'scores' is already exported by ch01.py"),
-    ("#| export\ndef f():\n    pass\nprint(f())", "holds only imports and definitions"),
-    ("#| export\ndef f(:\n", "does not parse"),
-    ("#| export\ndef f():\n    return cu.chapters.nothing", "cu.chapters.nothing is not exported"),
-])
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("#| export\ndef f():\n    return undefined_thing", "uses 'undefined_thing'"),
+        ("#| export\ndef scores():\n    pass", "'scores' is already exported by ch01.py"),
+        ("#| export\ndef f():\n    pass\nprint(f())", "holds only imports and definitions"),
+        ("#| export\ndef f(:\n", "does not parse"),
+        (
+            "#| export\ndef f():\n    return cu.chapters.nothing",
+            "cu.chapters.nothing is not exported",
+        ),
+    ],
+)
 def test_bad_export_cells_stop_with_a_message_naming_the_notebook(tmp_path, cell, message):
     sol = tmp_path / "solutions"
     sol.mkdir()

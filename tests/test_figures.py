@@ -28,7 +28,8 @@ PINNED_MATPLOTLIB = _pinned("matplotlib")
 same_matplotlib = pytest.mark.skipif(
     matplotlib.__version__ != PINNED_MATPLOTLIB,
     reason=f"figures are byte-identical only with the pinned matplotlib {PINNED_MATPLOTLIB} "
-           f"(constraints.txt); this is {matplotlib.__version__}")
+    f"(constraints.txt); this is {matplotlib.__version__}",
+)
 
 
 @same_matplotlib
@@ -67,12 +68,21 @@ def test_figure_differences_catches_changed_missing_and_stray_files(tmp_path):
 # ----------------------------------------------------------------------------- the catalogue
 def test_catalogue_lists_every_diagram_with_chapter_and_alt_text():
     assert set(F.FIGURES) >= {  # chapters 01-07; later chapters add their own entries
-        "attention_scores", "score_matrix", "qkv_projections", "causal_mask", "dropout",
-        "single_vs_multihead", "weight_split", "text_to_logits", "attention_memory",
+        "attention_scores",
+        "score_matrix",
+        "qkv_projections",
+        "causal_mask",
+        "dropout",
+        "single_vs_multihead",
+        "weight_split",
+        "text_to_logits",
+        "attention_memory",
     }
     chapters = {path.name[:2] for path in (F.ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")}
     for name, (chapter, alt, draw) in F.FIGURES.items():
-        assert chapter in chapters, f"{name}: chapter {chapter!r} has no solutions/{chapter}_*.ipynb"
+        assert chapter in chapters, (
+            f"{name}: chapter {chapter!r} has no solutions/{chapter}_*.ipynb"
+        )
         assert 40 <= len(alt) <= 400 and alt.endswith("."), name
         assert not set("[]\n") & set(alt), f"{name}: alt text must be safe inside ![...](...)"
         assert callable(draw)
@@ -83,7 +93,9 @@ def test_markdown_and_path_use_the_catalogue():
     assert F.markdown("causal_mask") == f"![{alt}](../figures/causal_mask.png)"
     assert F.alt_text("causal_mask") == alt
     assert F.path("causal_mask") == F.FIGURES_DIR / "causal_mask.png"
-    with pytest.raises(cu.CourseInputError, match="name must be one of the course's figures .* got 'nope'"):
+    with pytest.raises(
+        cu.CourseInputError, match="name must be one of the course's figures .* got 'nope'"
+    ):
         F.markdown("nope")
 
 
@@ -115,11 +127,21 @@ def test_notebooks_use_the_catalogue_alt_text():
 
 def _fake_notebook(folder: Path, *markdown: str) -> Path:
     cells = [{"cell_type": "markdown", "metadata": {}, "source": text} for text in markdown]
-    cells.insert(1, {"cell_type": "code", "metadata": {}, "source": "# ![not markdown](../figures/x.png)",
-                     "outputs": [], "execution_count": None})
+    cells.insert(
+        1,
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "# ![not markdown](../figures/x.png)",
+            "outputs": [],
+            "execution_count": None,
+        },
+    )
     notebook = folder / "solutions" / "99_fake.ipynb"
     notebook.parent.mkdir(parents=True)
-    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    notebook.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
     return notebook
 
 
@@ -134,14 +156,21 @@ def test_reference_check_catches_a_broken_figure_reference(tmp_path):
     )
     refs = F.figure_references(notebook)
     assert [(r.cell, r.src) for r in refs] == [
-        (0, "../figures/causal_mask.png"), (0, "../figures/casual_mask.png"), (2, "../figures/missing.png"),
+        (0, "../figures/causal_mask.png"),
+        (0, "../figures/casual_mask.png"),
+        (2, "../figures/missing.png"),
     ]
     problems = F.broken_figure_references([notebook])
     assert len(problems) == 2
-    assert "cell 0: '../figures/casual_mask.png' points to" in problems[0] and "does not exist" in problems[0]
+    assert (
+        "cell 0: '../figures/casual_mask.png' points to" in problems[0]
+        and "does not exist" in problems[0]
+    )
     assert "cell 2: '../figures/missing.png'" in problems[1]
     mismatches = F.alt_text_mismatches([notebook])
-    assert mismatches == []  # casual_mask and missing are not catalogue figures; causal_mask's alt is right
+    assert (
+        mismatches == []
+    )  # casual_mask and missing are not catalogue figures; causal_mask's alt is right
 
 
 def test_alt_text_check_catches_a_hand_written_alt_text(tmp_path):
@@ -155,16 +184,25 @@ def test_attachment_references_are_checked_for_presence_content_and_alt_text(tmp
     import base64
 
     alt = F.alt_text("dropout")
-    notebook = _fake_notebook(tmp_path, f"![{alt}](attachment:dropout.png)", "![x](attachment:causal_mask.png)",
-                              f"![{alt}](attachment:dropout.png)")
+    notebook = _fake_notebook(
+        tmp_path,
+        f"![{alt}](attachment:dropout.png)",
+        "![x](attachment:causal_mask.png)",
+        f"![{alt}](attachment:dropout.png)",
+    )
     cells = json.loads(notebook.read_text())
     fresh = base64.b64encode(F.path("dropout").read_bytes()).decode()
     cells["cells"][0]["attachments"] = {"dropout.png": {"image/png": fresh}}
-    cells["cells"][3]["attachments"] = {"dropout.png": {"image/png": base64.b64encode(b"old").decode()}}
+    cells["cells"][3]["attachments"] = {
+        "dropout.png": {"image/png": base64.b64encode(b"old").decode()}
+    }
     notebook.write_text(json.dumps(cells))
     refs = F.figure_references(notebook)
-    assert [(r.cell, r.name, r.target) for r in refs] == [(0, "dropout", None), (2, "causal_mask", None),
-                                                          (3, "dropout", None)]
+    assert [(r.cell, r.name, r.target) for r in refs] == [
+        (0, "dropout", None),
+        (2, "causal_mask", None),
+        (3, "dropout", None),
+    ]
     problems = F.broken_figure_references([notebook])
     assert len(problems) == 2
     assert "cell 2: 'attachment:causal_mask.png' is not among the cell's attachments" in problems[0]

@@ -37,24 +37,36 @@ def test_a_file_builds_bugs_in_order_with_shared_hints():
 
 def test_the_shipped_catalogue_loads_and_resolves_every_shared_hint():
     assert len(MISTAKES) > 100
-    assert all(bug.diagnosis and bug.hint and not bug.hint.startswith("@") for bug in MISTAKES.values())
+    assert all(
+        bug.diagnosis and bug.hint and not bug.hint.startswith("@") for bug in MISTAKES.values()
+    )
 
 
-@pytest.mark.parametrize("text, error", [
-    ("== a\nx\nHint: y\n== a\nz\nHint: w\n",
-     r"t\.txt, line 4: expected a new id, but a is already defined at t\.txt, line 1"),
-    ("== a\nx\n", r"t\.txt, line 1: expected exactly one 'Hint:' line in a"),
-    ("== a\nx\nHint: y\nHint: z\n", r"t\.txt, line 1: expected exactly one 'Hint:' line in a"),
-    ("== a\nx\nHint:\n", r"t\.txt, line 3: expected a hint after 'Hint:' in a"),
-    ("== a\nHint: y\n", r"t\.txt, line 1: expected a diagnosis before the 'Hint:' line of a"),
-    ("== a\nx\nHint: @nope\n", r"t\.txt, line 3: expected a shared hint defined earlier by '== @nope'"),
-    ("== @s\nx\nHint: y\n", r"t\.txt, line 1: expected only a 'Hint:' line after '== @s'"),
-    ("stray prose\n", r"t\.txt, line 1: expected '== id' or '== @name' before any prose"),
-    ("==a\n", r"t\.txt, line 1: expected '== id' or '== @name' alone on its line"),
-    ("== a b\n", r"t\.txt, line 1: expected '== id' or '== @name' alone on its line"),
-    ("== a\nsee\n#1008 for more\nHint: y\n",
-     r"t\.txt, line 3: expected a comment, '# \.\.\.' \(a line of prose must not start with '#'\)"),
-])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        (
+            "== a\nx\nHint: y\n== a\nz\nHint: w\n",
+            r"t\.txt, line 4: expected a new id, but a is already defined at t\.txt, line 1",
+        ),
+        ("== a\nx\n", r"t\.txt, line 1: expected exactly one 'Hint:' line in a"),
+        ("== a\nx\nHint: y\nHint: z\n", r"t\.txt, line 1: expected exactly one 'Hint:' line in a"),
+        ("== a\nx\nHint:\n", r"t\.txt, line 3: expected a hint after 'Hint:' in a"),
+        ("== a\nHint: y\n", r"t\.txt, line 1: expected a diagnosis before the 'Hint:' line of a"),
+        (
+            "== a\nx\nHint: @nope\n",
+            r"t\.txt, line 3: expected a shared hint defined earlier by '== @nope'",
+        ),
+        ("== @s\nx\nHint: y\n", r"t\.txt, line 1: expected only a 'Hint:' line after '== @s'"),
+        ("stray prose\n", r"t\.txt, line 1: expected '== id' or '== @name' before any prose"),
+        ("==a\n", r"t\.txt, line 1: expected '== id' or '== @name' alone on its line"),
+        ("== a b\n", r"t\.txt, line 1: expected '== id' or '== @name' alone on its line"),
+        (
+            "== a\nsee\n#1008 for more\nHint: y\n",
+            r"t\.txt, line 3: expected a comment, '# \.\.\.' \(a line of prose must not start with '#'\)",
+        ),
+    ],
+)
 def test_a_malformed_file_names_the_file_the_line_and_what_was_expected(text, error):
     with pytest.raises(ValueError, match=error):
         load({"t.txt": text})
@@ -71,15 +83,23 @@ def test_a_shared_hint_from_an_earlier_file_is_known_and_ids_are_unique_across_f
 def test_every_raised_mistake_gets_its_placeholders():
     """fail_with always fills the entry's {placeholders}: a call must pass each one (check is given)."""
 
-    sites = [(f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords})
-             for path, node in calls_in_checks("fail_with")
-             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)]  # a literal mistake id
+    sites = [
+        (f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords})
+        for path, node in calls_in_checks("fail_with")
+        if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+    ]  # a literal mistake id
     assert len(sites) > 100
     missing = []
     for where, bug, given in sites:
         assert bug in MISTAKES, f"{where}: unknown mistake id {bug!r}"
-        needed = {name for text in (MISTAKES[bug].diagnosis, MISTAKES[bug].hint)
-                  for _, name, _, _ in string.Formatter().parse(text) if name}
-        if None not in given and needed - given - {"check"}:  # None: a **mapping, checked when it runs
+        needed = {
+            name
+            for text in (MISTAKES[bug].diagnosis, MISTAKES[bug].hint)
+            for _, name, _, _ in string.Formatter().parse(text)
+            if name
+        }
+        if None not in given and needed - given - {
+            "check"
+        }:  # None: a **mapping, checked when it runs
             missing.append(f"{where} {bug}: {sorted(needed - given - {'check'})}")
     assert missing == []

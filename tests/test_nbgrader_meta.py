@@ -13,7 +13,17 @@ from tools import nbtools
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 NAMES = [p.name for p in SOLUTIONS]
 # nbgrader 0.9.6, nbgraderformat/v3.json
-SCHEMA_KEYS = {"schema_version", "grade", "locked", "solution", "task", "grade_id", "points", "checksum", "cell_type"}
+SCHEMA_KEYS = {
+    "schema_version",
+    "grade",
+    "locked",
+    "solution",
+    "task",
+    "grade_id",
+    "points",
+    "checksum",
+    "cell_type",
+}
 GRADE_ID = re.compile(r"^[a-zA-Z0-9_\-]+$")
 
 
@@ -22,34 +32,61 @@ def _solution():
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 99 · Test chapter"),
         nbformat.v4.new_code_cell("import course_utils as cu"),
-        nbformat.v4.new_code_cell("class Given:\n    def f(self):\n        return 1\nprint(Given().f())"),
-        nbformat.v4.new_code_cell("class Mine(Given):\n    def g(self):\n        ### BEGIN SOLUTION\n"
-                                  "        return 2\n        ### END SOLUTION", metadata={"tags": ["exercise"]}),
+        nbformat.v4.new_code_cell(
+            "class Given:\n    def f(self):\n        return 1\nprint(Given().f())"
+        ),
+        nbformat.v4.new_code_cell(
+            "class Mine(Given):\n    def g(self):\n        ### BEGIN SOLUTION\n"
+            "        return 2\n        ### END SOLUTION",
+            metadata={"tags": ["exercise"]},
+        ),
         nbformat.v4.new_code_cell("cu.checks.check_mine(Mine)", metadata={"tags": ["self-check"]}),
-        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nresult = Mine().g()\n### END SOLUTION",
-                                  metadata={"tags": ["exercise"]}),
-        nbformat.v4.new_code_cell("cu.checks.check_mine(result)", metadata={"tags": ["self-check"]}),
-        nbformat.v4.new_markdown_cell("## Exercises\n\n**Q1.** Why?\n\n<!-- BEGIN ANSWER -->\nBecause.\n"
-                                      "<!-- END ANSWER -->\n\n**Q2.** How?\n\n<!-- BEGIN ANSWER -->\nSo.\n"
-                                      "<!-- END ANSWER -->"),
+        nbformat.v4.new_code_cell(
+            "### BEGIN SOLUTION\nresult = Mine().g()\n### END SOLUTION",
+            metadata={"tags": ["exercise"]},
+        ),
+        nbformat.v4.new_code_cell(
+            "cu.checks.check_mine(result)", metadata={"tags": ["self-check"]}
+        ),
+        nbformat.v4.new_markdown_cell(
+            "## Exercises\n\n**Q1.** Why?\n\n<!-- BEGIN ANSWER -->\nBecause.\n"
+            "<!-- END ANSWER -->\n\n**Q2.** How?\n\n<!-- BEGIN ANSWER -->\nSo.\n"
+            "<!-- END ANSWER -->"
+        ),
     ]
     return nb
 
 
 def _by_id(nb, chapter="ch99"):
-    return {m["grade_id"]: (cell.cell_type, cell.source) for cell, m in zip(nb.cells, meta.derive(nb, chapter)) if m}
+    return {
+        m["grade_id"]: (cell.cell_type, cell.source)
+        for cell, m in zip(nb.cells, meta.derive(nb, chapter))
+        if m
+    }
 
 
 def test_each_kind_of_cell_gets_its_nbgrader_role():
     nb = _solution()
     wanted = meta.derive(nb, "ch99")
     assert [m and m["grade_id"] for m in wanted] == [
-        None, None, "ch99_given_Given", "ch99_Mine", "ch99_check_mine__Mine", "ch99_result",
-        "ch99_check_mine__result", "ch99_answer_exercises_q1"]
+        None,
+        None,
+        "ch99_given_Given",
+        "ch99_Mine",
+        "ch99_check_mine__Mine",
+        "ch99_result",
+        "ch99_check_mine__result",
+        "ch99_answer_exercises_q1",
+    ]
     given, exercise, check, _, _, answer = wanted[2:]
     assert (given["locked"], given["grade"], given["solution"]) == (True, False, False)
     assert (exercise["solution"], exercise["grade"], exercise["locked"]) == (True, False, False)
-    assert (check["grade"], check["locked"], check["solution"], check["points"]) == (True, True, False, meta.POINTS_PER_CHECK)
+    assert (check["grade"], check["locked"], check["solution"], check["points"]) == (
+        True,
+        True,
+        False,
+        meta.POINTS_PER_CHECK,
+    )
     assert (answer["grade"], answer["solution"], answer["task"]) == (True, True, False)
     assert answer["points"] == 2 * meta.POINTS_PER_ANSWER  # two answer regions in one cell
 
@@ -83,11 +120,19 @@ def test_every_chapter_gets_valid_unique_metadata_with_answers_and_tests(path):
         if m is None:
             continue
         assert set(m) <= SCHEMA_KEYS and {"schema_version", "grade", "locked", "solution"} <= set(m)
-        assert m["schema_version"] == 3 and GRADE_ID.match(m["grade_id"]) and m["grade_id"].startswith(chapter + "_")
+        assert (
+            m["schema_version"] == 3
+            and GRADE_ID.match(m["grade_id"])
+            and m["grade_id"].startswith(chapter + "_")
+        )
         assert ("points" in m) == m["grade"] and (not m["grade"] or m["points"] > 0)
-        if cell.cell_type == "markdown":  # nbgrader: a markdown grade cell must also be a solution cell
+        if (
+            cell.cell_type == "markdown"
+        ):  # nbgrader: a markdown grade cell must also be a solution cell
             assert m["grade"] and m["solution"] and nbtools.BEGIN_ANSWER in cell.source
-    solution_cells = [m for c, m in zip(nb.cells, wanted) if m and m["solution"] and c.cell_type == "code"]
+    solution_cells = [
+        m for c, m in zip(nb.cells, wanted) if m and m["solution"] and c.cell_type == "code"
+    ]
     test_cells = [m for c, m in zip(nb.cells, wanted) if m and m["grade"] and c.cell_type == "code"]
     assert solution_cells and test_cells
     assert len(test_cells) == sum("self-check" in c.metadata.get("tags", []) for c in nb.cells)
@@ -111,7 +156,9 @@ def test_nbgrader_delimiters_match_only_our_marker_lines(path):
     for cell in nbtools.read(path).cells:
         for line in cell.source.split("\n"):
             if any(d in line for d in meta.DELIMITERS):
-                assert line.strip() in markers, f"{path.name}: nbgrader would take {line!r} for an answer marker"
+                assert line.strip() in markers, (
+                    f"{path.name}: nbgrader would take {line!r} for an answer marker"
+                )
     config = meta.NBGRADER_CONFIG
     for delimiter in meta.DELIMITERS:
         assert f'"{delimiter}"' in config
@@ -161,19 +208,29 @@ def test_a_nameless_exercise_or_a_duplicate_id_is_reported():
     with pytest.raises(meta.MetaError, match="cell 5"):
         meta.derive(nb, "ch99")
     nb = _solution()
-    nb.cells.append(nbformat.v4.new_code_cell("def Mine():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            "def Mine():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"
+        )
+    )
     with pytest.raises(meta.MetaError, match="ch99_Mine"):
         meta.derive(nb, "ch99")
 
 
 def test_source_notebook_for_nbgrader_links_the_exercise_and_drops_solution_only_cells():
     nb = _solution()
-    nb.cells.insert(2, nbformat.v4.new_code_cell("print('instructor only')", metadata={"tags": ["solution-only"]}))
+    nb.cells.insert(
+        2,
+        nbformat.v4.new_code_cell("print('instructor only')", metadata={"tags": ["solution-only"]}),
+    )
     nbtools.set_headers(nb, "solutions", "99_test.ipynb")
     source = meta.source_notebook(nb, "99_test.ipynb")
     text = json.dumps(source)
     assert "instructor only" not in text
-    assert "/notebooks/99_test.ipynb" in source.cells[0].source and "/solutions/" not in source.cells[0].source
+    assert (
+        "/notebooks/99_test.ipynb" in source.cells[0].source
+        and "/solutions/" not in source.cells[0].source
+    )
     assert not meta.is_stale(source, "99_test.ipynb")
     assert nbtools.read  # the solution itself is unchanged:
     assert "nbgrader" not in json.dumps(nb)
@@ -190,7 +247,9 @@ def test_course_directory_has_config_and_every_chapter(tmp_path):
 def test_course_directory_of_some_chapters(tmp_path, capsys):
     written = meta.make_course(tmp_path, "week1", chapters=("01", "03"))
     assert [p.name for p in written] == [n for n in NAMES if n[:2] in ("01", "03")]
-    assert sorted(p.name for p in (tmp_path / "source" / "week1").iterdir()) == [p.name for p in written]
+    assert sorted(p.name for p in (tmp_path / "source" / "week1").iterdir()) == [
+        p.name for p in written
+    ]
     with pytest.raises(ValueError, match=r"two-digit chapter numbers among 01, .*got '1'"):
         meta.make_course(tmp_path / "other", chapters=("1",))
     with pytest.raises(SystemExit):
@@ -204,5 +263,7 @@ def test_readme_points_table_is_what_the_command_prints(capsys):
     meta.main(["points"])
     printed = capsys.readouterr().out
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert printed in readme, ("the README's points table (under 'Grading with nbgrader') is stale: paste the "
-                               "output of `python -m tools.nbgrader_meta points` into it")
+    assert printed in readme, (
+        "the README's points table (under 'Grading with nbgrader') is stale: paste the "
+        "output of `python -m tools.nbgrader_meta points` into it"
+    )

@@ -13,18 +13,28 @@ def _solution():
         nbformat.v4.new_code_cell(
             "def f(x):\n    y = x + 1\n    ### BEGIN SOLUTION\n    secret_value = y * 42\n"
             "    return secret_value\n    ### END SOLUTION\n",
-            metadata={"tags": ["exercise", "nbgrader-ish"], "scrolled": True, "execution": {"iopub.status.idle": "2026-01-01"}},
+            metadata={
+                "tags": ["exercise", "nbgrader-ish"],
+                "scrolled": True,
+                "execution": {"iopub.status.idle": "2026-01-01"},
+            },
             execution_count=3,
             outputs=[nbformat.v4.new_output("stream", name="stdout", text="42\n")],
         ),
         nbformat.v4.new_markdown_cell(
             "**Q1.** Why?\n\n<!-- BEGIN ANSWER -->\nBecause of the hidden reason.\n<!-- END ANSWER -->\n\nAfter."
         ),
-        nbformat.v4.new_code_cell("print('only in the solution')", metadata={"tags": ["solution-only"]}),
+        nbformat.v4.new_code_cell(
+            "print('only in the solution')", metadata={"tags": ["solution-only"]}
+        ),
         nbformat.v4.new_code_cell("print(f(1))", execution_count=5),
     ]
     nb.metadata["widgets"] = {"state": {"answer": 42}}
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     return nb
 
 
@@ -66,7 +76,9 @@ def test_headers_badge_and_setup_cell():
     assert config.colab_url("notebooks", "99_test.ipynb") in title
     assert ex.cells[1].metadata["tags"] == ["setup"]
     again = nbtools.make_exercise(ex, "99_test.ipynb")
-    assert nbformat.writes(again) == nbformat.writes(ex)  # idempotent: no second badge or setup cell
+    assert nbformat.writes(again) == nbformat.writes(
+        ex
+    )  # idempotent: no second badge or setup cell
 
 
 @pytest.mark.parametrize(
@@ -113,5 +125,9 @@ def test_stale_exercise_is_detected(tmp_path):
     nbtools.write(nb, sol_dir / "99_test.ipynb")
     nbtools.generate_exercises(sol_dir, ex_dir)
     assert nbtools.stale_files(sol_dir, ex_dir) == []
-    (ex_dir / "99_test.ipynb").write_text((ex_dir / "99_test.ipynb").read_text().replace("x + 1", "x + 2"))
-    assert nbtools.stale_files(sol_dir, ex_dir) == ["notebooks/99_test.ipynb (stale: run `make exercises`)"]
+    (ex_dir / "99_test.ipynb").write_text(
+        (ex_dir / "99_test.ipynb").read_text().replace("x + 1", "x + 2")
+    )
+    assert nbtools.stale_files(sol_dir, ex_dir) == [
+        "notebooks/99_test.ipynb (stale: run `make exercises`)"
+    ]

@@ -24,12 +24,18 @@ def test_solution_is_fully_executed_without_errors_or_stderr(path):
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or not cell.source.strip():
             continue
-        assert cell.execution_count is not None, f"cell {index} was never executed: run `make solutions`"
+        assert cell.execution_count is not None, (
+            f"cell {index} was never executed: run `make solutions`"
+        )
         for output in cell.outputs:
             assert output.output_type != "error", f"cell {index} stores an error"
-            assert output.get("name") != "stderr", f"cell {index} stores stderr: {output.text[:200]!r}"
+            assert output.get("name") != "stderr", (
+                f"cell {index} stores stderr: {output.text[:200]!r}"
+            )
             text = output.get("text", "") + output.get("data", {}).get("text/plain", "")
-            assert "device='cuda" not in text and " at 0x" not in text, f"cell {index}: machine-specific output"
+            assert "device='cuda" not in text and " at 0x" not in text, (
+                f"cell {index}: machine-specific output"
+            )
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
@@ -41,8 +47,15 @@ def test_solution_has_structure_and_marked_answers(path):
     headings = [line for s in sources for line in s.split("\n") if line.startswith("## ")]
     assert "## Summary" in headings and "## Exercises" in headings
     assert headings.index("## Summary") < headings.index("## Exercises")
-    assert nbtools.solution_regions(nb), "a chapter needs at least one exercise with a marked answer"
-    imports = [line for s in sources for line in s.split("\n") if re.match(r"\s*(import|from)\s+course_utils", line)]
+    assert nbtools.solution_regions(nb), (
+        "a chapter needs at least one exercise with a marked answer"
+    )
+    imports = [
+        line
+        for s in sources
+        for line in s.split("\n")
+        if re.match(r"\s*(import|from)\s+course_utils", line)
+    ]
     assert imports and all(line.strip() == "import course_utils as cu" for line in imports), imports
 
 
@@ -69,7 +82,9 @@ def test_no_answer_line_leaks_into_the_exercise(path):
             text = line.strip()
             if not text or text in visible or text in {"#", "# YOUR CODE HERE"}:
                 continue
-            assert text not in exercise_lines, f"answer line leaks into notebooks/{path.name}: {text!r}"
+            assert text not in exercise_lines, (
+                f"answer line leaks into notebooks/{path.name}: {text!r}"
+            )
 
 
 @pytest.mark.parametrize("path", EXERCISES, ids=[p.name for p in EXERCISES])
@@ -88,9 +103,20 @@ def test_exercise_carries_no_outputs_or_metadata(path):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
 def test_every_chapter_has_an_explorer_and_a_code_made_figure(path):
     cells = nbtools.read(path).cells
-    explorers = [c for c in cells if c.cell_type == "code" and "explorer" in c.metadata.get("tags", [])
-                 and re.search(r"cu\.widgets\.\w+_explorer\(", c.source)]
-    figures = [c for c in cells if c.cell_type == "markdown"  # a figures/ path, or embedded by `make exercises`
-               and re.search(r"\]\((?:\.\./figures/|attachment:)\w+\.png\)", c.source)]
-    assert explorers, f"{path.name} has no explorer cell (tag `explorer`, calling cu.widgets.*_explorer)"
+    explorers = [
+        c
+        for c in cells
+        if c.cell_type == "code"
+        and "explorer" in c.metadata.get("tags", [])
+        and re.search(r"cu\.widgets\.\w+_explorer\(", c.source)
+    ]
+    figures = [
+        c
+        for c in cells
+        if c.cell_type == "markdown"  # a figures/ path, or embedded by `make exercises`
+        and re.search(r"\]\((?:\.\./figures/|attachment:)\w+\.png\)", c.source)
+    ]
+    assert explorers, (
+        f"{path.name} has no explorer cell (tag `explorer`, calling cu.widgets.*_explorer)"
+    )
     assert figures, f"{path.name} shows no figure from figures/"

@@ -67,7 +67,10 @@ def test_heatmap_into_given_axes_uses_its_figure():
     ("call", "message"),
     [
         (lambda: heatmap([[0.5, 0.5]]), "weights must be a torch.Tensor, but got a list"),
-        (lambda: heatmap(torch.ones(2, 2, 2)), "weights must be a 2-d tensor, but got a 3-d tensor"),
+        (
+            lambda: heatmap(torch.ones(2, 2, 2)),
+            "weights must be a 2-d tensor, but got a 3-d tensor",
+        ),
         (lambda: heatmap(torch.ones(6, 6), TOKENS[:5]), "row_labels must have 6 entries"),
         (lambda: heatmap(torch.ones(2, 3), ["a", "b"], ["x"]), "col_labels must have 3 entries"),
         (lambda: heatmap(torch.ones(3, 3), "abc"), "single string 'abc'"),
@@ -102,7 +105,10 @@ def test_weights_bar_shows_masked_keys_as_empty_bars():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: weights_bar(torch.ones(2, 2)), "weights_1d must be a 1-d tensor, but got a 2-d tensor"),
+        (
+            lambda: weights_bar(torch.ones(2, 2)),
+            "weights_1d must be a 1-d tensor, but got a 2-d tensor",
+        ),
         (lambda: weights_bar(torch.ones(3), ["a", "b"]), "labels must have 3 entries"),
         (lambda: weights_bar(torch.ones(0)), "at least one weight"),
     ],
@@ -117,7 +123,9 @@ def test_heads_grid_draws_every_head_on_one_shared_scale():
     weights = torch.stack([_weights(), _weights().T, torch.full((6, 6), 1 / 6)])  # (3, 6, 6)
     fig = heads_grid(weights, TOKENS, ncols=2)
     visible = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(visible) == 4  # three heads and one shared colour bar (the fourth grid cell is hidden)
+    assert (
+        len(visible) == 4
+    )  # three heads and one shared colour bar (the fourth grid cell is hidden)
     heads = [ax for ax in visible if ax.images]
     assert [ax.get_title() for ax in heads] == ["head 0", "head 1", "head 2"]
     assert len({ax.images[0].get_clim() for ax in heads}) == 1
@@ -137,8 +145,14 @@ def test_heads_grid_own_scales_and_titles():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: heads_grid(torch.ones(6, 6)), "weights must be a 3-d tensor, but got a 2-d tensor"),
-        (lambda: heads_grid(torch.ones(2, 3, 3), titles=["only one"]), "titles must have 2 entries"),
+        (
+            lambda: heads_grid(torch.ones(6, 6)),
+            "weights must be a 3-d tensor, but got a 2-d tensor",
+        ),
+        (
+            lambda: heads_grid(torch.ones(2, 3, 3), titles=["only one"]),
+            "titles must have 2 entries",
+        ),
         (lambda: heads_grid(torch.ones(2, 3, 3), ["a", "b"]), "row_labels must have 3 entries"),
         (lambda: heads_grid(torch.ones(2, 3, 3), ncols=0), "ncols must be at least 1"),
     ],
@@ -157,10 +171,25 @@ def _texts_figure(animated: bool):
     ax.set_ylim(-0.5, 1.5)
     for i, value in enumerate(["0.25", "-inf", "1.00"]):
         ax.text(i, 0, value, ha="center", va="center", fontsize=8, animated=animated, color="black")
-        ax.text(i, 1, f"head {i}", ha="left", va="bottom", fontsize=9, animated=animated, color="#D55E00")
+        ax.text(
+            i,
+            1,
+            f"head {i}",
+            ha="left",
+            va="bottom",
+            fontsize=9,
+            animated=animated,
+            color="#D55E00",
+        )
     ax.set_title("title", animated=animated)
-    ax.annotate("arrow", (0.2, 0.2), xytext=(10, 10), textcoords="offset points", animated=animated,
-                arrowprops={"arrowstyle": "-"})
+    ax.annotate(
+        "arrow",
+        (0.2, 0.2),
+        xytext=(10, 10),
+        textcoords="offset points",
+        animated=animated,
+        arrowprops={"arrowstyle": "-"},
+    )
     return fig
 
 
@@ -200,8 +229,9 @@ def test_live_frame_png_is_exact_and_the_sprite_cache_is_bounded(monkeypatch):
 
     canvas = FigureCanvasAgg(_texts_figure(animated=False))
     canvas.draw()
-    assert np.array_equal(_pixels(_render.encode_png(canvas.buffer_rgba())),
-                          np.asarray(canvas.buffer_rgba())[..., :3])
+    assert np.array_equal(
+        _pixels(_render.encode_png(canvas.buffer_rgba())), np.asarray(canvas.buffer_rgba())[..., :3]
+    )
     monkeypatch.setattr(_render, "MAX_SPRITES", 3)
     _render._sprites.clear()
     _render.render_png(_texts_figure(animated=True))
@@ -212,7 +242,13 @@ def test_heat_masked_cells_are_opaque_so_a_redraw_covers_the_old_frame():
     from course_utils.plotting import Heat
 
     fig = cu.plotting.new_figure((2.0, 2.0))
-    heat = Heat(fig.add_subplot(), torch.tensor([[1.0, float("-inf")], [0.5, 0.2]]), vmin=0, vmax=1, annotate=True)
+    heat = Heat(
+        fig.add_subplot(),
+        torch.tensor([[1.0, float("-inf")], [0.5, 0.2]]),
+        vmin=0,
+        vmax=1,
+        annotate=True,
+    )
     assert heat.image.get_cmap().get_bad()[3] == 1.0
     assert [t.get_text() for t in heat.texts] == ["1.00", "-inf", "0.50", "0.20"]
     assert heat.texts[0].get_color() == "black" and heat.texts[3].get_color() == "white"

@@ -67,8 +67,12 @@ def moved(explorer: P.Explorer, **values) -> tuple[list, list]:
 # ----------------------------------------------------------------------------- pure functions
 def test_query_data_matches_the_book():
     view = W.query_data(cu.example_inputs(), 1)
-    assert torch.allclose(view.scores, torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]), atol=1e-4)
-    assert torch.allclose(view.weights, torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]), atol=1e-4)
+    assert torch.allclose(
+        view.scores, torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865]), atol=1e-4
+    )
+    assert torch.allclose(
+        view.weights, torch.tensor([0.1385, 0.2379, 0.2333, 0.1240, 0.1082, 0.1581]), atol=1e-4
+    )
     assert torch.allclose(view.context, torch.tensor([0.4419, 0.6515, 0.5683]), atol=1e-4)
 
 
@@ -76,7 +80,9 @@ def test_scaling_data_plain_softmax_sharpens_scaled_does_not():
     narrow, wide = W.scaling_data(2, seed=3), W.scaling_data(512, seed=3)
     assert torch.allclose(narrow.weights_plain.sum(), torch.tensor(1.0))
     assert torch.allclose(wide.weights_scaled, torch.softmax(wide.scores / math.sqrt(512), dim=0))
-    assert wide.sweep_plain[-1] > 0.9 > 0.6 > wide.sweep_scaled[-1]  # average largest weight at d_k = 512
+    assert (
+        wide.sweep_plain[-1] > 0.9 > 0.6 > wide.sweep_scaled[-1]
+    )  # average largest weight at d_k = 512
     assert abs(float(wide.sweep_scaled[-1] - wide.sweep_scaled[15])) < 0.05  # flat with scaling
     again = W.scaling_data(512, seed=3)
     assert torch.equal(again.scores, wide.scores)
@@ -91,7 +97,9 @@ def test_mask_data_masking_before_softmax_equals_renormalising_after():
     assert torch.allclose(before.weights, renormalised.weights, atol=1e-6)
     assert torch.allclose(before.row_sums, torch.ones(6))
     assert bool((zeroed.row_sums[:5] < 0.99).all())  # zeroing leaks weight from every row...
-    assert math.isclose(float(zeroed.row_sums[5]), 1.0, rel_tol=1e-6)  # ...but the last (it has no future)
+    assert math.isclose(
+        float(zeroed.row_sums[5]), 1.0, rel_tol=1e-6
+    )  # ...but the last (it has no future)
     assert torch.isinf(before.softmax_input).sum() == 15
     assert torch.allclose(W.mask_data(scores, "no mask").weights, torch.softmax(scores, dim=-1))
 
@@ -172,7 +180,11 @@ def test_head_explorer_redraws_for_head_and_text_and_reports_empty_text(live):
     explorer.controls["text"].value = ""
     assert "text is empty" in explorer.error and "text is empty" in explorer.message.value
     explorer.controls["text"].value = "back again"
-    assert explorer.error is None and explorer.message.value == "" and "␣again" in fingerprint(explorer.figure)
+    assert (
+        explorer.error is None
+        and explorer.message.value == ""
+        and "␣again" in fingerprint(explorer.figure)
+    )
 
 
 def test_memory_explorer_redraws_for_every_control(live):
@@ -226,16 +238,25 @@ BAD_CALLS = [
     (lambda: W.query_explorer(torch.ones(3, 2, dtype=torch.long)), "floating-point"),
     (lambda: W.scaling_explorer(d_k=0), "d_k must be at least 1, but got 0"),
     (lambda: W.scaling_explorer(d_k=1000), "d_k must be at most 512, but got 1000"),
-    (lambda: W.mask_explorer(torch.ones(2, 6, 6)), "scores must be a 2-d tensor, but got a 3-d tensor"),
+    (
+        lambda: W.mask_explorer(torch.ones(2, 6, 6)),
+        "scores must be a 2-d tensor, but got a 3-d tensor",
+    ),
     (lambda: W.mask_explorer(torch.ones(3, 4)), r"square \(n, n\) matrix.*shape \(3, 4\)"),
     (lambda: W.mask_explorer(labels=["a"]), "labels must have 6 entries"),
-    (lambda: W.dropout_explorer(p=1.0), r"p must be in \[0, 1\) \(a drop probability\), but got 1.0"),
+    (
+        lambda: W.dropout_explorer(p=1.0),
+        r"p must be in \[0, 1\) \(a drop probability\), but got 1.0",
+    ),
     (lambda: W.dropout_explorer(p=-0.1), r"p must be in \[0, 1\)"),
     (lambda: W.dropout_explorer(seed=-1), "seed must be at least 0"),
     (lambda: W.dropout_explorer(torch.ones(6)), "weights must be a 2-d tensor"),
     (lambda: W.head_explorer(text=""), "text is empty"),
     (lambda: W.head_explorer(text=42), "text must be a string, but got int"),
-    (lambda: W.head_explorer(num_heads=3), r"num_heads must divide the model width d_model=16 .*got 3"),
+    (
+        lambda: W.head_explorer(num_heads=3),
+        r"num_heads must divide the model width d_model=16 .*got 3",
+    ),
     (lambda: W.memory_explorer(n=1000), r"n must be one of \[64, 128"),
     (lambda: W.memory_explorer(heads=0), "heads must be at least 1"),
     (lambda: W.memory_explorer(batch=65), "batch must be at most 64, but got 65"),
@@ -270,11 +291,15 @@ def test_every_explorer_redraws_only_what_changes(name, monkeypatch):
     assert changes, f"{name} has no slider or drop-down"
     full_draws = []
     original = FigureCanvasAgg.draw
-    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas)))
+    monkeypatch.setattr(
+        FigureCanvasAgg, "draw", lambda canvas: (full_draws.append(1), original(canvas))
+    )
     for control, attribute, value in changes[:3]:
         before = found.png
         setattr(found.controls[control], attribute, value)
-        assert found.error is None and found.png != before, f"{control} -> {value!r} drew nothing new"
+        assert found.error is None and found.png != before, (
+            f"{control} -> {value!r} drew nothing new"
+        )
     assert full_draws == [], "a non-animated artist changed, so the whole figure was drawn again"
     assert torch.get_num_threads() == threads
 
@@ -284,11 +309,18 @@ def test_bench_explorers_times_one_explorer(capsys):
     explorer = bench.start("memory_explorer")
     changes = bench.moves(explorer)
     assert {control for control, _, _ in changes} == {"n", "heads", "batch", "dtype"}
-    assert changes[-1] == ("dtype", "index", explorer.controls["dtype"].index)  # back where it started
+    assert changes[-1] == (
+        "dtype",
+        "index",
+        explorer.controls["dtype"].index,
+    )  # back where it started
     timing = bench.time_explorer("memory_explorer", runs=1)
     assert timing.changes == len(changes) and 0 < timing.p10 <= timing.median <= timing.p90
     assert timing.best_pass > 0 and timing.first > 0
-    assert bench.chapter_of("memory_explorer") == "07" and bench.chapter_of("head_explorer") == "05, 06"
+    assert (
+        bench.chapter_of("memory_explorer") == "07"
+        and bench.chapter_of("head_explorer") == "05, 06"
+    )
     assert bench.main(["--runs", "1", "--names", "memory_explorer"]) == 0
     out = capsys.readouterr().out
     assert "load average" in out and "memory_explorer" in out and "median" in out

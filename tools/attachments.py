@@ -69,10 +69,14 @@ def embed(nb, figures_dir: Path, where: str = "notebook") -> list[str]:
             path = figures_dir / f"{name}.png"
             if not path.is_file():
                 if match["src"].startswith(ATTACHMENT) and f"{name}.png" in old:
-                    wanted[f"{name}.png"] = old[f"{name}.png"]  # a picture that is not a course figure
+                    wanted[f"{name}.png"] = old[
+                        f"{name}.png"
+                    ]  # a picture that is not a course figure
                     return match.group()
-                raise FigureError(f"{where}, cell {index}: the image {match['src']!r} is not in "
-                                  f"{figures_dir.name}/ (`make figures` draws the course's figures)")
+                raise FigureError(
+                    f"{where}, cell {index}: the image {match['src']!r} is not in "
+                    f"{figures_dir.name}/ (`make figures` draws the course's figures)"
+                )
             wanted[f"{name}.png"] = {"image/png": png_base64(path)}
             embedded.append(name)
             alt = _alt_text(name)
@@ -109,7 +113,7 @@ def unresolved_images(nb) -> list[str]:
             if not src.startswith(ATTACHMENT):
                 problems.append(f"cell {index}: {src!r} is a path, not an attachment")
                 continue
-            data = attachments.get(src[len(ATTACHMENT):], {}).get("image/png")
+            data = attachments.get(src[len(ATTACHMENT) :], {}).get("image/png")
             try:
                 ok = data is not None and base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
             except ValueError:

@@ -34,7 +34,10 @@ from course_utils.validation import CourseInputError, expect_int
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 MODES = ("forward", "forward+backward")
-BUILDERS = {**chapters.VARIANTS, "sdpa_inverted_mask": chapters.SDPAInvertedMaskAttention}  # + a wrong one
+BUILDERS = {
+    **chapters.VARIANTS,
+    "sdpa_inverted_mask": chapters.SDPAInvertedMaskAttention,
+}  # + a wrong one
 DEFAULT_VARIANTS = tuple(chapters.VARIANTS)
 
 
@@ -51,6 +54,7 @@ def flex_unavailable_reason(device: torch.device | str) -> str | None:
 @dataclass(frozen=True)
 class BenchConfig:
     """What to measure (the defaults are ``make bench``'s quick run on a CPU)."""
+
     seq_lens: tuple[int, ...] = (128, 256, 512, 1024)
     batch: int = 1
     d_model: int = 768
@@ -77,20 +81,40 @@ class BenchConfig:
         for name in ("batch", "d_model", "num_heads", "min_runs", "warmup", "threads"):
             if name != "threads" or self.threads is not None:
                 expect_int(getattr(self, name), name, minimum=0 if name == "warmup" else 1)
-        modes, variants = ((v,) if isinstance(v, str) else tuple(v) for v in (self.modes, self.variants))
+        modes, variants = (
+            (v,) if isinstance(v, str) else tuple(v) for v in (self.modes, self.variants)
+        )
         for bad, message in (
-            (self.d_model % self.num_heads, f"d_model must be divisible by num_heads, but d_model="
-                                            f"{self.d_model} and num_heads={self.num_heads}."),
-            (self.dtype not in bench.DTYPES, f"dtype must be one of {', '.join(bench.DTYPES)}, but got {self.dtype!r}."),
-            (not modes or set(modes) - set(MODES), f"modes must be taken from {MODES}, but got {self.modes!r}."),
-            (not variants or set(variants) - set(BUILDERS), f"variants must name at least one variant, and only "
-             f"known ones, but got {self.variants!r}; the known variants are: {', '.join(BUILDERS)}."),
-            (not self.min_run_time > 0, f"min_run_time must be a positive number of seconds, got "
-                                        f"{self.min_run_time!r}."),
-            (self.device not in ("cpu", "cuda", "mps"), f"device must be 'cpu', 'cuda' or 'mps', but got "
-                                                        f"{self.device!r}."),
-            (self.device == "cuda" and not torch.cuda.is_available(),
-             "device 'cuda' was requested, but CUDA is not available here."),
+            (
+                self.d_model % self.num_heads,
+                f"d_model must be divisible by num_heads, but d_model="
+                f"{self.d_model} and num_heads={self.num_heads}.",
+            ),
+            (
+                self.dtype not in bench.DTYPES,
+                f"dtype must be one of {', '.join(bench.DTYPES)}, but got {self.dtype!r}.",
+            ),
+            (
+                not modes or set(modes) - set(MODES),
+                f"modes must be taken from {MODES}, but got {self.modes!r}.",
+            ),
+            (
+                not variants or set(variants) - set(BUILDERS),
+                f"variants must name at least one variant, and only "
+                f"known ones, but got {self.variants!r}; the known variants are: {', '.join(BUILDERS)}.",
+            ),
+            (
+                not self.min_run_time > 0,
+                f"min_run_time must be a positive number of seconds, got {self.min_run_time!r}.",
+            ),
+            (
+                self.device not in ("cpu", "cuda", "mps"),
+                f"device must be 'cpu', 'cuda' or 'mps', but got {self.device!r}.",
+            ),
+            (
+                self.device == "cuda" and not torch.cuda.is_available(),
+                "device 'cuda' was requested, but CUDA is not available here.",
+            ),
         ):
             if bad:
                 raise CourseInputError(message)
@@ -103,6 +127,7 @@ class BenchRow:
     unavailable, oom or error. From the shapes, on every row: ``gflop`` (dense work, x3 with the
     backward pass); forward only, the chapter's byte model: ``mbytes`` in all, ``score_mbytes`` of
     the score path, ``intensity``. Measured, on timed rows: the time, ``gflops``, ``share_of_peak``."""
+
     variant: str
     label: str
     mode: str
@@ -141,19 +166,28 @@ def device_name(device: str) -> str:
 
 def _is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
-    return isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in text \
+    return (
+        isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError))
+        or "out of memory" in text
         or "can't allocate memory" in text
+    )
 
 
 def _counts(row: BenchRow) -> None:
     """Fill in the row's FLOPs and bytes, counted from its shapes."""
     b, h, n, d = row.batch, row.num_heads, row.seq_len, row.d_model
-    row.gflop = sum(chapters.attention_flops(b, n, d, d)) / 1e9 * (1 if row.mode == "forward" else 3)
+    row.gflop = (
+        sum(chapters.attention_flops(b, n, d, d)) / 1e9 * (1 if row.mode == "forward" else 3)
+    )
     if row.mode == "forward" and row.variant in chapters.VARIANTS:
         size = torch.finfo(bench.DTYPES[row.dtype]).bits // 8
         row.mbytes = chapters.moved_bytes(row.variant, b, h, n, d, d, size) / 1e6
-        row.score_mbytes = chapters.SCORE_PASSES[row.variant] * chapters.score_bytes(b, h, n, size) / 1e6
-        row.score_mbytes += n * n / 1e6 if row.variant == "sdpa_mask" else 0.0  # its bool mask, read once
+        row.score_mbytes = (
+            chapters.SCORE_PASSES[row.variant] * chapters.score_bytes(b, h, n, size) / 1e6
+        )
+        row.score_mbytes += (
+            n * n / 1e6 if row.variant == "sdpa_mask" else 0.0
+        )  # its bool mask, read once
         row.intensity = row.gflop * 1e3 / row.mbytes
 
 
@@ -176,8 +210,12 @@ def _build(name: str, reference: nn.Module, device: torch.device, dtype: torch.d
         return None, str(exc)
 
 
-def run_benchmark(config: BenchConfig | None = None, *, ceilings: bench.Ceilings | None = None,
-                  progress: bool = False) -> list[BenchRow]:
+def run_benchmark(
+    config: BenchConfig | None = None,
+    *,
+    ceilings: bench.Ceilings | None = None,
+    progress: bool = False,
+) -> list[BenchRow]:
     """Check, then time, every variant at every length and mode; one row each.
 
     At each length every variant is checked against the reference on the batch's first
@@ -192,12 +230,20 @@ def run_benchmark(config: BenchConfig | None = None, *, ceilings: bench.Ceilings
         torch.set_num_threads(cfg.threads)
     torch.set_float32_matmul_precision("highest")
     try:
-        reference = bench.make_reference(cfg.d_model, cfg.num_heads, max(cfg.seq_lens), qkv_bias=cfg.qkv_bias,
-                                   seed=cfg.seed)
+        reference = bench.make_reference(
+            cfg.d_model, cfg.num_heads, max(cfg.seq_lens), qkv_bias=cfg.qkv_bias, seed=cfg.seed
+        )
         modules = {name: _build(name, reference, device, dtype) for name in cfg.variants}
         reference = reference.to(device)
-        common = dict(batch=cfg.batch, d_model=cfg.d_model, num_heads=cfg.num_heads, dtype=cfg.dtype,
-                      device=cfg.device, device_name=device_name(cfg.device), threads=torch.get_num_threads())
+        common = dict(
+            batch=cfg.batch,
+            d_model=cfg.d_model,
+            num_heads=cfg.num_heads,
+            dtype=cfg.dtype,
+            device=cfg.device,
+            device_name=device_name(cfg.device),
+            threads=torch.get_num_threads(),
+        )
         if ceilings:
             common.update(peak_gflops=ceilings.matmul_gflops, copy_gbs=ceilings.copy_gbs)
         gen = torch.Generator().manual_seed(cfg.seed + 1)
@@ -205,22 +251,35 @@ def run_benchmark(config: BenchConfig | None = None, *, ceilings: bench.Ceilings
         for n in cfg.seq_lens:
             if modules.get("flex", (None,))[0] is not None:
                 torch.compiler.reset()  # FlexAttention compiles once per length: stay under dynamo's limit
-            x32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)     # (b, n, d)
-            g32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)     # (b, n, d)
+            x32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)  # (b, n, d)
+            g32 = torch.randn(cfg.batch, n, cfg.d_model, generator=gen)  # (b, n, d)
             x, g = x32.to(device, dtype), g32.to(device, dtype)
-            verdicts = _check_all(modules, reference, x32[:1].to(device), g32[:1].to(device), x[:1], g[:1])
+            verdicts = _check_all(
+                modules, reference, x32[:1].to(device), g32[:1].to(device), x[:1], g[:1]
+            )
             for mode in cfg.modes:
                 for name in cfg.variants:
                     status, note, err = verdicts.get((name, mode), verdicts[name])
-                    row = BenchRow(name, bench.LABELS.get(name, name), mode, n, status, check_error=err, note=note,
-                                   **common)
+                    row = BenchRow(
+                        name,
+                        bench.LABELS.get(name, name),
+                        mode,
+                        n,
+                        status,
+                        check_error=err,
+                        note=note,
+                        **common,
+                    )
                     _counts(row)
                     if status == "ok":
                         _measure(row, modules[name][0], x, g, cfg, device)
                     rows.append(row)
                     if progress:
-                        print(f"n={n:<5} {mode:<16} {name:<18} {row.status:<5} {row.median_ms:10.2f} ms "
-                              f"{row.gflops:8.1f} GFLOP/s", flush=True)
+                        print(
+                            f"n={n:<5} {mode:<16} {name:<18} {row.status:<5} {row.median_ms:10.2f} ms "
+                            f"{row.gflops:8.1f} GFLOP/s",
+                            flush=True,
+                        )
         return rows
     finally:
         torch.set_num_threads(kept[0])
@@ -233,8 +292,10 @@ def _check_all(modules, reference, x32, g32, x, g) -> dict:
     except Exception as exc:  # noqa: BLE001 - only running out of memory is expected here
         if not _is_oom(exc):
             raise
-        return {name: ("oom", "the reference itself did not fit in memory: not checked", math.nan)
-                for name in modules}
+        return {
+            name: ("oom", "the reference itself did not fit in memory: not checked", math.nan)
+            for name in modules
+        }
     verdicts = {}
     for name, (module, reason) in modules.items():
         if module is None:
@@ -248,22 +309,40 @@ def _check_all(modules, reference, x32, g32, x, g) -> dict:
                 verdicts[name, "forward+backward"] = ("unavailable", f"{exc}"[:200], math.nan)
         except Exception as exc:  # noqa: BLE001 - reported in the CSV, never timed
             status = "oom" if _is_oom(exc) else "error"
-            verdicts[name] = (status, f"the check could not run: {type(exc).__name__}: {exc}"[:300], math.nan)
+            verdicts[name] = (
+                status,
+                f"the check could not run: {type(exc).__name__}: {exc}"[:300],
+                math.nan,
+            )
             continue
-        verdicts[name] = ("ok", "", check.error) if check.ok else ("wrong", check.detail + "; not timed", check.error)
+        verdicts[name] = (
+            ("ok", "", check.error)
+            if check.ok
+            else ("wrong", check.detail + "; not timed", check.error)
+        )
     return verdicts
 
 
-def _measure(row: BenchRow, module: nn.Module, x: torch.Tensor, g: torch.Tensor, cfg: BenchConfig,
-             device: torch.device) -> None:
+def _measure(
+    row: BenchRow,
+    module: nn.Module,
+    x: torch.Tensor,
+    g: torch.Tensor,
+    cfg: BenchConfig,
+    device: torch.device,
+) -> None:
     run = _runner(module, x, g, row.mode)
     try:
-        timing = bench.measure_time(run, device, warmup=cfg.warmup, min_run_time=cfg.min_run_time,
-                              min_runs=cfg.min_runs)
+        timing = bench.measure_time(
+            run, device, warmup=cfg.warmup, min_run_time=cfg.min_run_time, min_runs=cfg.min_runs
+        )
         if cfg.memory:
             row.peak_mib = bench.measure_peak_memory(run, device) / 2**20
     except Exception as exc:  # noqa: BLE001 - reported in the CSV
-        row.status, row.note = ("oom" if _is_oom(exc) else "error"), f"{type(exc).__name__}: {exc}"[:300]
+        row.status, row.note = (
+            ("oom" if _is_oom(exc) else "error"),
+            f"{type(exc).__name__}: {exc}"[:300],
+        )
         if device.type == "cuda":
             torch.cuda.empty_cache()
         return
@@ -294,8 +373,13 @@ def full_config(device: str | None = None) -> BenchConfig:
     """``make bench FULL=1``: longer sequences and longer timing."""
     device = device or default_device()
     top = 13 if device == "cuda" else 12
-    return replace(quick_config(device), seq_lens=tuple(2**k for k in range(7, top + 1)), min_run_time=1.0,
-                   min_runs=5, warmup=2)
+    return replace(
+        quick_config(device),
+        seq_lens=tuple(2**k for k in range(7, top + 1)),
+        min_run_time=1.0,
+        min_runs=5,
+        warmup=2,
+    )
 
 
 def write_csv(rows: Sequence[BenchRow], path: str | os.PathLike) -> Path:
@@ -320,8 +404,12 @@ def _timed(rows: Sequence[BenchRow], mode: str) -> dict[str, list[BenchRow]]:
 
 def roofline_points(rows: Sequence[BenchRow]) -> list[bench.RooflinePoint]:
     """The timed forward passes that have a byte model, as points for ``bench.plot_roofline``."""
-    return [bench.RooflinePoint(r.variant, r.seq_len, r.intensity, r.gflops)
-            for ok in _timed(rows, "forward").values() for r in ok if not math.isnan(r.intensity)]
+    return [
+        bench.RooflinePoint(r.variant, r.seq_len, r.intensity, r.gflops)
+        for ok in _timed(rows, "forward").values()
+        for r in ok
+        if not math.isnan(r.intensity)
+    ]
 
 
 def plot_results(rows: Sequence[BenchRow]):
@@ -331,15 +419,30 @@ def plot_results(rows: Sequence[BenchRow]):
 
     rows = bench.nonempty(rows)
     modes = [m for m in MODES if any(r.mode == m for r in rows)]
-    fig, axes = plt.subplots(2, len(modes), figsize=(5.5 * len(modes), 7), squeeze=False, sharex=True,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        2,
+        len(modes),
+        figsize=(5.5 * len(modes), 7),
+        squeeze=False,
+        sharex=True,
+        layout="constrained",
+    )
     plt.close(fig)
     for col, mode in enumerate(modes):
         t_ax, m_ax = axes[:, col]
         for i, (name, ok) in enumerate(_timed(rows, mode).items()):
-            xs, style = [r.seq_len for r in ok], dict(fmt=bench.STYLES.get(name, "o-"), color=f"C{i % 10}", ms=4)
-            t_ax.errorbar(xs, [r.median_ms for r in ok], yerr=[[r.iqr_ms / 2 for r in ok]] * 2, capsize=2,
-                          label=ok[0].label, **style)
+            xs, style = (
+                [r.seq_len for r in ok],
+                dict(fmt=bench.STYLES.get(name, "o-"), color=f"C{i % 10}", ms=4),
+            )
+            t_ax.errorbar(
+                xs,
+                [r.median_ms for r in ok],
+                yerr=[[r.iqr_ms / 2 for r in ok]] * 2,
+                capsize=2,
+                label=ok[0].label,
+                **style,
+            )
             mem = [(r.seq_len, max(r.peak_mib, 1e-3)) for r in ok if not math.isnan(r.peak_mib)]
             if mem:
                 m_ax.plot(*zip(*mem), style["fmt"], color=style["color"], ms=4)
@@ -351,15 +454,21 @@ def plot_results(rows: Sequence[BenchRow]):
             ax.grid(True, which="both", alpha=0.3)
     axes[0, 0].legend(fontsize=7)
     first = rows[0]
-    fig.suptitle(f"{first.device_name} · torch {first.torch_version} · {first.dtype} · batch {first.batch}, "
-                 f"d={first.d_model}, {first.num_heads} heads", fontsize=9)
+    fig.suptitle(
+        f"{first.device_name} · torch {first.torch_version} · {first.dtype} · batch {first.batch}, "
+        f"d={first.d_model}, {first.num_heads} heads",
+        fontsize=9,
+    )
     return fig
 
 
 TABLE_METRICS = {
-    "median_ms": "median time (ms)", "iqr_ms": "interquartile range of the time (ms)",
-    "peak_mib": "peak extra memory (MiB)", "gflop": "GFLOP per call (dense, counted from the shapes)",
-    "gflops": "achieved GFLOP/s", "share_of_peak": "share of the measured matmul peak",
+    "median_ms": "median time (ms)",
+    "iqr_ms": "interquartile range of the time (ms)",
+    "peak_mib": "peak extra memory (MiB)",
+    "gflop": "GFLOP per call (dense, counted from the shapes)",
+    "gflops": "achieved GFLOP/s",
+    "share_of_peak": "share of the measured matmul peak",
     "mbytes": "MB moved per call (byte model, from the shapes)",
     "score_mbytes": "MB of it on the score path ((b, h, n, n) passes and mask)",
     "intensity": "arithmetic intensity (FLOP per byte of the model)",
@@ -379,19 +488,28 @@ def _cell(row: BenchRow | None, metric: str) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
-def markdown_table(rows: Sequence[BenchRow], mode: str = "forward", metric: str = "median_ms") -> str:
+def markdown_table(
+    rows: Sequence[BenchRow], mode: str = "forward", metric: str = "median_ms"
+) -> str:
     """One metric (a key of ``TABLE_METRICS``) per variant and length, as a Markdown table;
     a variant that was not timed shows its status (``wrong``, ``unavailable``, ...)."""
     if metric not in TABLE_METRICS:
-        raise CourseInputError(f"metric must be one of {', '.join(TABLE_METRICS)}, but got {metric!r}.")
+        raise CourseInputError(
+            f"metric must be one of {', '.join(TABLE_METRICS)}, but got {metric!r}."
+        )
     chosen = [r for r in rows if r.mode == mode]
     if not chosen:
         return f"(no {mode} results)"
     lens = sorted({r.seq_len for r in chosen})
     cells = {(r.variant, r.seq_len): r for r in chosen}
-    lines = ["| variant | " + " | ".join(f"n={n}" for n in lens) + " |", "|---|" + "---:|" * len(lens)]
+    lines = [
+        "| variant | " + " | ".join(f"n={n}" for n in lens) + " |",
+        "|---|" + "---:|" * len(lens),
+    ]
     for name, label in dict((r.variant, r.label) for r in chosen).items():
-        lines.append(f"| {label} | " + " | ".join(_cell(cells.get((name, n)), metric) for n in lens) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(_cell(cells.get((name, n)), metric) for n in lens) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -400,8 +518,10 @@ def markdown_report(rows: Sequence[BenchRow], ceilings: bench.Ceilings | None = 
     naming the machine and its measured ceilings."""
     rows = bench.nonempty(rows)
     first = rows[0]
-    parts = [f"Machine: {first.device_name} ({first.device}), torch {first.torch_version}, {first.dtype}, "
-             f"batch {first.batch}, d={first.d_model}, {first.num_heads} heads."]
+    parts = [
+        f"Machine: {first.device_name} ({first.device}), torch {first.torch_version}, {first.dtype}, "
+        f"batch {first.batch}, d={first.d_model}, {first.num_heads} heads."
+    ]
     if ceilings:
         parts.append(f"Measured ceilings: {ceilings}.")
     for mode in MODES:
@@ -413,8 +533,11 @@ def markdown_report(rows: Sequence[BenchRow], ceilings: bench.Ceilings | None = 
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m tools.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--full", action="store_true", help="longer sequences and longer timing")
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the results")
     p.add_argument("--device", choices=("cpu", "cuda", "mps"), default=None)
@@ -425,7 +548,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dtype", choices=tuple(bench.DTYPES), default=None)
     p.add_argument("--modes", choices=MODES, nargs="+", default=None)
     p.add_argument("--variants", nargs="+", default=None, help=f"any of: {', '.join(BUILDERS)}")
-    p.add_argument("--min-run-time", type=float, default=None, help="seconds of timed runs per measurement")
+    p.add_argument(
+        "--min-run-time", type=float, default=None, help="seconds of timed runs per measurement"
+    )
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     p.add_argument("--qkv-bias", action="store_true")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
@@ -435,12 +560,19 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     cfg = (full_config if args.full else quick_config)(args.device)
-    overrides = {"seq_lens": tuple(args.seq_lens) if args.seq_lens else None, "batch": args.batch,
-                 "d_model": args.d_model, "num_heads": args.heads, "dtype": args.dtype,
-                 "modes": tuple(args.modes) if args.modes else None,
-                 "variants": tuple(args.variants) if args.variants else None,
-                 "min_run_time": args.min_run_time, "threads": args.threads,
-                 "qkv_bias": args.qkv_bias or None, "memory": False if args.no_memory else None}
+    overrides = {
+        "seq_lens": tuple(args.seq_lens) if args.seq_lens else None,
+        "batch": args.batch,
+        "d_model": args.d_model,
+        "num_heads": args.heads,
+        "dtype": args.dtype,
+        "modes": tuple(args.modes) if args.modes else None,
+        "variants": tuple(args.variants) if args.variants else None,
+        "min_run_time": args.min_run_time,
+        "threads": args.threads,
+        "qkv_bias": args.qkv_bias or None,
+        "memory": False if args.no_memory else None,
+    }
     return replace(cfg, **{k: v for k, v in overrides.items() if v is not None}).validate()
 
 
@@ -454,9 +586,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     ceilings = bench.measure_ceilings(cfg.device, dtype=cfg.dtype, threads=cfg.threads)
     print(f"Machine: {device_name(cfg.device)}, torch {torch.__version__}\nCeilings: {ceilings}")
-    print(f"Benchmarking {len(cfg.variants)} variants ({cfg.dtype}, batch {cfg.batch}, d={cfg.d_model}, "
-          f"{cfg.num_heads} heads, n={list(cfg.seq_lens)}, at least {cfg.min_run_time} s per measurement)",
-          flush=True)
+    print(
+        f"Benchmarking {len(cfg.variants)} variants ({cfg.dtype}, batch {cfg.batch}, d={cfg.d_model}, "
+        f"{cfg.num_heads} heads, n={list(cfg.seq_lens)}, at least {cfg.min_run_time} s per measurement)",
+        flush=True,
+    )
     rows = run_benchmark(cfg, ceilings=ceilings, progress=not args.quiet)
     out = args.out
     csv_path = write_csv(rows, out / "bench.csv")
@@ -468,8 +602,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         if r.status != "ok" and r.mode == cfg.modes[0]:
             print(f"  n={r.seq_len} {r.variant}: {r.status} ({r.note})")
-    print(f"Wrote {csv_path}, bench.md, bench.png and roofline.png in {out} "
-          f"({time.perf_counter() - start:.0f} s).")
+    print(
+        f"Wrote {csv_path}, bench.md, bench.png and roofline.png in {out} "
+        f"({time.perf_counter() - start:.0f} s)."
+    )
     return 0
 
 

@@ -47,11 +47,22 @@ def _training_snapshots() -> tuple:
     sentence, losses, shots = "the river runs to the sea", [], []
     for step in range(0, 301, 30):
         while len(losses) < step:
-            losses.append(3.3 * 0.995 ** len(losses) + 0.2 * float(torch.rand(1, generator=generator)))
+            losses.append(
+                3.3 * 0.995 ** len(losses) + 0.2 * float(torch.rand(1, generator=generator))
+            )
         scores = torch.randn(4, 25, 25, generator=generator) * (1 + step / 100)  # (4, 25, 25)
-        weights = torch.softmax(scores.masked_fill(torch.ones(25, 25).triu(1).bool(), float("-inf")), dim=-1)
-        shots.append({"step": step, "losses": list(losses), "weights": weights, "labels": list(sentence),
-                      "sample": f"step {step}: " + "the sea runs to the river " * 2})
+        weights = torch.softmax(
+            scores.masked_fill(torch.ones(25, 25).triu(1).bool(), float("-inf")), dim=-1
+        )
+        shots.append(
+            {
+                "step": step,
+                "losses": list(losses),
+                "weights": weights,
+                "labels": list(sentence),
+                "sample": f"step {step}: " + "the sea runs to the river " * 2,
+            }
+        )
     return (shots,)
 
 
@@ -67,8 +78,11 @@ def explorer_names() -> list[str]:
 def chapter_of(name: str) -> str:
     """The chapters whose solution notebook calls ``cu.widgets.<name>``, e.g. ``'05, 06'``."""
     pattern = re.compile(rf"cu\.widgets\.{name}\b")
-    found = [path.name[:2] for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
-             if pattern.search(path.read_text(encoding="utf-8"))]
+    found = [
+        path.name[:2]
+        for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+        if pattern.search(path.read_text(encoding="utf-8"))
+    ]
     return ", ".join(found) or "-"
 
 
@@ -93,19 +107,36 @@ def moves(explorer: plotting.Explorer) -> list[tuple[str, str, object]]:
     """(control, attribute, value) changes: each slider or drop-down across its range, then back."""
     changes: list[tuple[str, str, object]] = []
     for control_name, control in explorer.controls.items():
-        if hasattr(control, "options") and hasattr(control, "index"):  # Dropdown, SelectionSlider, ...
+        if hasattr(control, "options") and hasattr(
+            control, "index"
+        ):  # Dropdown, SelectionSlider, ...
             attribute, current, count = "index", control.index, len(control.options)
-            wanted = sorted({round(i * (count - 1) / (VALUES_PER_CONTROL - 1)) for i in range(VALUES_PER_CONTROL)})
+            wanted = sorted(
+                {
+                    round(i * (count - 1) / (VALUES_PER_CONTROL - 1))
+                    for i in range(VALUES_PER_CONTROL)
+                }
+            )
         elif isinstance(getattr(control, "value", None), bool):  # Checkbox, ToggleButton
             attribute, current, wanted = "value", control.value, [not control.value]
         elif all(hasattr(control, key) for key in ("min", "max", "step")):  # IntSlider, FloatSlider
-            attribute, current, low, high, step = "value", control.value, control.min, control.max, control.step
-            wanted = [low + round((high - low) * i / (VALUES_PER_CONTROL - 1) / step) * step
-                      for i in range(VALUES_PER_CONTROL)]
+            attribute, current, low, high, step = (
+                "value",
+                control.value,
+                control.min,
+                control.max,
+                control.step,
+            )
+            wanted = [
+                low + round((high - low) * i / (VALUES_PER_CONTROL - 1) / step) * step
+                for i in range(VALUES_PER_CONTROL)
+            ]
             wanted = sorted({round(v, 10) if isinstance(v, float) else v for v in wanted})
         else:  # a text box: typing a new text is not a control move
             continue
-        changes += [(control_name, attribute, v) for v in wanted if v != current] + [(control_name, attribute, current)]
+        changes += [(control_name, attribute, v) for v in wanted if v != current] + [
+            (control_name, attribute, current)
+        ]
     return changes
 
 
@@ -120,7 +151,9 @@ def one_pass(explorer: plotting.Explorer, changes, first: bool = False) -> list[
         setattr(explorer.controls[control_name], attribute, value)
         elapsed = (time.perf_counter() - start_time) * 1000
         if explorer.error:
-            raise RuntimeError(f"{control_name}: {attribute}={value!r} was rejected: {explorer.error}")
+            raise RuntimeError(
+                f"{control_name}: {attribute}={value!r} was rejected: {explorer.error}"
+            )
         if explorer.png is before:
             raise RuntimeError(f"{control_name}: {attribute}={value!r} made no new picture")
         times.append(elapsed)
@@ -151,8 +184,15 @@ def time_explorer(name: str, runs: int = 7) -> Timing:
     every = sorted(t for times in passes for t in times)
     first = statistics.median(one_pass(explorer, changes, first=True))
     deciles = statistics.quantiles(every, n=10) if len(every) > 1 else every * 9
-    return Timing(name, len(changes), statistics.median(every), deciles[0], deciles[-1],
-                  min(statistics.median(times) for times in passes), first)
+    return Timing(
+        name,
+        len(changes),
+        statistics.median(every),
+        deciles[0],
+        deciles[-1],
+        min(statistics.median(times) for times in passes),
+        first,
+    )
 
 
 def load_line() -> str:
@@ -162,26 +202,44 @@ def load_line() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     names = explorer_names()
-    parser = argparse.ArgumentParser(prog="python -m tools.bench_explorers", description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=7, help="timed passes over each explorer's changes (default 7)")
-    parser.add_argument("--names", nargs="*", choices=names, default=names, metavar="NAME",
-                        help=f"explorers to time (default: all of {', '.join(names)})")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.bench_explorers", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--runs", type=int, default=7, help="timed passes over each explorer's changes (default 7)"
+    )
+    parser.add_argument(
+        "--names",
+        nargs="*",
+        choices=names,
+        default=names,
+        metavar="NAME",
+        help=f"explorers to time (default: all of {', '.join(names)})",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     print(f"{load_line()} before (other jobs slow every number down)")
-    print(f"{'explorer':20s} {'ch':>6s} {'changes':>7s} {'median':>7s} {'p10-p90':>11s} {'best pass':>9s} "
-          f"{'first':>6s}  (ms)")
+    print(
+        f"{'explorer':20s} {'ch':>6s} {'changes':>7s} {'median':>7s} {'p10-p90':>11s} {'best pass':>9s} "
+        f"{'first':>6s}  (ms)"
+    )
     over = []
     for name in args.names:
         t = time_explorer(name, args.runs)
-        print(f"{name:20s} {chapter_of(name):>6s} {t.changes:7d} {t.median:7.0f} {t.p10:5.0f}-{t.p90:<5.0f} "
-              f"{t.best_pass:9.0f} {t.first:6.0f}", flush=True)
+        print(
+            f"{name:20s} {chapter_of(name):>6s} {t.changes:7d} {t.median:7.0f} {t.p10:5.0f}-{t.p90:<5.0f} "
+            f"{t.best_pass:9.0f} {t.first:6.0f}",
+            flush=True,
+        )
         if t.median > BUDGET_MS:
             over.append(name)
     print(f"{load_line()} after")
-    print(f"over {BUDGET_MS:.0f} ms median: {', '.join(over)}" if over
-          else f"every explorer at or under {BUDGET_MS:.0f} ms median")
+    print(
+        f"over {BUDGET_MS:.0f} ms median: {', '.join(over)}"
+        if over
+        else f"every explorer at or under {BUDGET_MS:.0f} ms median"
+    )
     return 0
 
 

@@ -59,7 +59,9 @@ class Chapter:
 
 
 def is_export_cell(cell) -> bool:
-    return cell.cell_type == "code" and cell.source.lstrip().split("\n", 1)[0].strip() == EXPORT_MARK
+    return (
+        cell.cell_type == "code" and cell.source.lstrip().split("\n", 1)[0].strip() == EXPORT_MARK
+    )
 
 
 def exported_code(cell) -> str:
@@ -106,9 +108,13 @@ def _top_level_names(tree: ast.Module) -> list[str]:
 def _chapters_attributes(tree: ast.AST) -> set[str]:
     """X for every ``cu.chapters.X`` in the code."""
     return {
-        node.attr for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
-        and node.value.attr == PACKAGE and isinstance(node.value.value, ast.Name) and node.value.value.id == "cu"
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == PACKAGE
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "cu"
     }
 
 
@@ -123,15 +129,19 @@ def _split_imports(code: str, where: str) -> tuple[list[str], str]:
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if not (isinstance(node, ast.ImportFrom) and node.module == f"course_utils.{PACKAGE}"):
-                imports.append(" ".join(lines[i].strip() for i in range(node.lineno - 1, node.end_lineno)))
+                imports.append(
+                    " ".join(lines[i].strip() for i in range(node.lineno - 1, node.end_lineno))
+                )
             # else: `from course_utils.chapters import X` becomes `from .chMM import X` below
             drop.update(range(node.lineno - 1, node.end_lineno))
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
-                                   ast.AnnAssign)) and not (
-                isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
-            raise ExportError(f"{where}, line {node.lineno}: an exported cell holds only imports and "
-                              f"definitions (def, class, NAME = ...), not {type(node).__name__} statements; "
-                              "move prints and demos to a cell without '#| export'")
+        elif not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+        ) and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            raise ExportError(
+                f"{where}, line {node.lineno}: an exported cell holds only imports and "
+                f"definitions (def, class, NAME = ...), not {type(node).__name__} statements; "
+                "move prints and demos to a cell without '#| export'"
+            )
     body = "\n".join(line for i, line in enumerate(lines) if i not in drop)
     return imports, re.sub(r"\n{3,}", "\n\n\n", body).strip("\n")
 
@@ -156,8 +166,21 @@ def _section_of(line: str) -> int:
     return 2 if top == "course_utils" else 0 if top in _STDLIB else 1
 
 
-_STDLIB = {"math", "functools", "itertools", "dataclasses", "typing", "collections", "contextlib",
-           "warnings", "time", "os", "sys", "re", "enum"}
+_STDLIB = {
+    "math",
+    "functools",
+    "itertools",
+    "dataclasses",
+    "typing",
+    "collections",
+    "contextlib",
+    "warnings",
+    "time",
+    "os",
+    "sys",
+    "re",
+    "enum",
+}
 
 
 def _render_imports(lines: set[str]) -> str:
@@ -196,8 +219,10 @@ def build(chapters: list[Chapter]) -> dict[str, str]:
         defined = [n for n in _top_level_names(tree) if not n.startswith("_")]
         for name in defined:
             if name in owner:
-                raise ExportError(f"{chapter.source}: {name!r} is already exported by {owner[name]}.py; "
-                                  "each idea has one home: reuse it instead of defining it again")
+                raise ExportError(
+                    f"{chapter.source}: {name!r} is already exported by {owner[name]}.py; "
+                    "each idea has one home: reuse it instead of defining it again"
+                )
         earlier: dict[str, list[str]] = {}
         for name in sorted(loaded - bound - BUILTINS):
             if name in KNOWN_IMPORTS:
@@ -205,12 +230,16 @@ def build(chapters: list[Chapter]) -> dict[str, str]:
             elif name in owner:
                 earlier.setdefault(owner[name], []).append(name)
             else:
-                raise ExportError(f"{chapter.source}: the exported code uses {name!r}, which no exported "
-                                  "cell of this or an earlier chapter defines and no import provides; "
-                                  "export the cell that defines it or import it in the exported cell")
+                raise ExportError(
+                    f"{chapter.source}: the exported code uses {name!r}, which no exported "
+                    "cell of this or an earlier chapter defines and no import provides; "
+                    "export the cell that defines it or import it in the exported cell"
+                )
         for name in sorted(_chapters_attributes(tree)):
             if name not in owner:
-                raise ExportError(f"{chapter.source}: cu.chapters.{name} is not exported by an earlier chapter")
+                raise ExportError(
+                    f"{chapter.source}: cu.chapters.{name} is not exported by an earlier chapter"
+                )
         imports.update(_from_import(f".{module}", names) for module, names in earlier.items())
         what = f"Code taught by chapter {chapter.number}, exported from its `#| export` cells."
         text = HEADER.format(what=what, source=chapter.source)
@@ -232,8 +261,16 @@ def _render_init(exports: dict[str, list[str]]) -> str:
     modules = [module for module, names in exports.items() if names]
     stars = "".join(f"from .{module} import *  # noqa: F403\n" for module in modules)
     everything = "[name for module in (" + ", ".join(modules) + ") for name in module.__all__]"
-    return (text + "\nfrom . import " + ", ".join(modules) + "\n" + stars
-            + "\n# each name is listed once, in its chapter's __all__\n__all__ = " + everything + "\n")
+    return (
+        text
+        + "\nfrom . import "
+        + ", ".join(modules)
+        + "\n"
+        + stars
+        + "\n# each name is listed once, in its chapter's __all__\n__all__ = "
+        + everything
+        + "\n"
+    )
 
 
 def _render_all(names: list[str]) -> str:
@@ -275,8 +312,12 @@ def stale_chapters(solutions: Path, target: Path, root: Path) -> list[str]:
     for name, text in files.items():
         path = target / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            problems.append(f"{rel}/{name} (differs from the notebooks' #| export cells: run `make exercises`)")
+            problems.append(
+                f"{rel}/{name} (differs from the notebooks' #| export cells: run `make exercises`)"
+            )
     for path in sorted(target.glob("ch[0-9][0-9].py")):
         if path.name not in files:
-            problems.append(f"{rel}/{path.name} (no notebook exports it any more: run `make exercises`)")
+            problems.append(
+                f"{rel}/{path.name} (no notebook exports it any more: run `make exercises`)"
+            )
     return problems

@@ -56,7 +56,6 @@ STYLE = {
 """The rcParams every figure is drawn with, on top of matplotlib's defaults."""
 
 
-
 # ----------------------------------------------------------------------------- the catalogue
 class FigureSpec(NamedTuple):
     """One figure: the chapter that shows it, its alt text, and the function drawing it."""
@@ -151,7 +150,9 @@ FIGURES: dict[str, FigureSpec] = {
 
 def _check_name(name: str) -> FigureSpec:
     if name not in FIGURES:
-        raise CourseInputError(f"name must be one of the course's figures {sorted(FIGURES)}, but got {name!r}.")
+        raise CourseInputError(
+            f"name must be one of the course's figures {sorted(FIGURES)}, but got {name!r}."
+        )
     return FIGURES[name]
 
 
@@ -196,10 +197,13 @@ def generate(folder: Path | str = FIGURES_DIR, names: Iterable[str] | None = Non
 
 
 # ----------------------------------------------------------------------------- references in notebooks
-_MARKDOWN_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'][^)]*[\"'])?\s*\)")
+_MARKDOWN_IMAGE = re.compile(
+    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'][^)]*[\"'])?\s*\)"
+)
 _HTML_IMAGE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
-_HTML_ATTRIBUTE = re.compile(r"\b(?P<name>src|alt)\s*=\s*(?P<quote>[\"'])(?P<value>.*?)(?P=quote)",
-                             re.IGNORECASE | re.DOTALL)
+_HTML_ATTRIBUTE = re.compile(
+    r"\b(?P<name>src|alt)\s*=\s*(?P<quote>[\"'])(?P<value>.*?)(?P=quote)", re.IGNORECASE | re.DOTALL
+)
 
 
 @dataclass(frozen=True)
@@ -230,13 +234,23 @@ def figure_references(notebook: Path | str) -> list[FigureReference]:
         text = "".join(source) if isinstance(source, list) else source
         candidates = [(m["src"], m["alt"]) for m in _MARKDOWN_IMAGE.finditer(text)]
         for tag in _HTML_IMAGE.finditer(text):
-            attributes = {m["name"].lower(): m["value"] for m in _HTML_ATTRIBUTE.finditer(tag.group())}
+            attributes = {
+                m["name"].lower(): m["value"] for m in _HTML_ATTRIBUTE.finditer(tag.group())
+            }
             if "src" in attributes:
                 candidates.append((attributes["src"], attributes.get("alt")))
         for src, alt in candidates:
             if src.startswith("attachment:"):
-                data = cell.get("attachments", {}).get(src.removeprefix("attachment:"), {}).get("image/png")
-                attached = base64.b64decode("".join(data) if isinstance(data, list) else data) if data else None
+                data = (
+                    cell.get("attachments", {})
+                    .get(src.removeprefix("attachment:"), {})
+                    .get("image/png")
+                )
+                attached = (
+                    base64.b64decode("".join(data) if isinstance(data, list) else data)
+                    if data
+                    else None
+                )
                 found.append(FigureReference(notebook, index, src, alt, None, attached))
                 continue
             if "://" in src or src.startswith("data:") or "figures/" not in src:
@@ -255,12 +269,23 @@ def broken_figure_references(notebooks: Iterable[Path | str]) -> list[str]:
             if ref.target is None:
                 if ref.attached is None:
                     problems.append(f"{where} is not among the cell's attachments.")
-                elif ref.name in FIGURES and path(ref.name).is_file() and path(ref.name).read_bytes() != ref.attached:
-                    problems.append(f"{where} differs from figures/{ref.name}.png: regenerate the notebook.")
+                elif (
+                    ref.name in FIGURES
+                    and path(ref.name).is_file()
+                    and path(ref.name).read_bytes() != ref.attached
+                ):
+                    problems.append(
+                        f"{where} differs from figures/{ref.name}.png: regenerate the notebook."
+                    )
             elif not ref.target.is_file():
-                hint = ("`make figures` writes it" if ref.name in FIGURES
-                        else f"known figures: {', '.join(sorted(FIGURES))}")
-                problems.append(f"{where} points to {_show(ref.target)}, which does not exist ({hint}).")
+                hint = (
+                    "`make figures` writes it"
+                    if ref.name in FIGURES
+                    else f"known figures: {', '.join(sorted(FIGURES))}"
+                )
+                problems.append(
+                    f"{where} points to {_show(ref.target)}, which does not exist ({hint})."
+                )
     return problems
 
 
@@ -271,8 +296,10 @@ def alt_text_mismatches(notebooks: Iterable[Path | str]) -> list[str]:
         for ref in figure_references(notebook):
             spec = FIGURES.get(ref.name)
             if spec is not None and ref.alt != spec.alt:
-                problems.append(f"{_show(ref.notebook)}, cell {ref.cell}: figure {ref.name!r} has alt text "
-                                f"{ref.alt!r}, expected tools.figures.alt_text({ref.name!r}).")
+                problems.append(
+                    f"{_show(ref.notebook)}, cell {ref.cell}: figure {ref.name!r} has alt text "
+                    f"{ref.alt!r}, expected tools.figures.alt_text({ref.name!r})."
+                )
     return problems
 
 
@@ -298,7 +325,9 @@ def figure_differences(committed: Path | str, fresh: Path | str) -> list[str]:
             problems.append(f"{name}: {_show(old)} differs from what the code draws")
     for stray in sorted(committed.glob("*.png")):
         if stray.stem not in FIGURES:
-            problems.append(f"{stray.name}: not drawn by tools/figures.py (remove it or add it to FIGURES)")
+            problems.append(
+                f"{stray.name}: not drawn by tools/figures.py (remove it or add it to FIGURES)"
+            )
     return problems
 
 
@@ -312,11 +341,20 @@ def stale_figures(folder: Path | str = FIGURES_DIR) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.figures", description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", help=f"figures to draw (default: all of {', '.join(FIGURES)})")
-    parser.add_argument("--out", default=str(FIGURES_DIR), help="folder to write into (default: figures/)")
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if a committed figure is missing or would change")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.figures", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "names", nargs="*", help=f"figures to draw (default: all of {', '.join(FIGURES)})"
+    )
+    parser.add_argument(
+        "--out", default=str(FIGURES_DIR), help="folder to write into (default: figures/)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if a committed figure is missing or would change",
+    )
     args = parser.parse_args(argv)
     for name in args.names:
         if name not in FIGURES:

@@ -50,7 +50,7 @@ POINTS_PER_ANSWER = 2
 SELF_CHECK_TAG = "self-check"
 KEY = "nbgrader"
 
-NBGRADER_CONFIG = '''\
+NBGRADER_CONFIG = """\
 # nbgrader configuration for the "Attention from Scratch" course (written by tools/nbgrader_meta.py).
 c = get_config()  # noqa: F821 - provided by nbgrader
 c.CourseDirectory.course_id = "attention-from-scratch"
@@ -65,7 +65,7 @@ c.ClearSolutions.code_stub = dict(python="# YOUR CODE HERE\\nraise NotImplemente
 c.ClearSolutions.text_stub = "*YOUR ANSWER HERE*"
 # Chapter 07 times a few implementations; give slow machines room.
 c.Execute.timeout = 300
-'''
+"""
 DELIMITERS = (" BEGIN ", " END ")  # what NBGRADER_CONFIG sets; a test checks no other line matches
 
 
@@ -113,7 +113,11 @@ def _defined(tree: ast.Module | None) -> list[str]:
     """Functions and classes defined at the top level of a cell, in order."""
     if tree is None:
         return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
 
 
 def _assigned(tree: ast.Module | None) -> list[str]:
@@ -158,9 +162,17 @@ def _answer_question(cells, index: int) -> tuple[str, str]:
     return "", labels[0] if labels else ""
 
 
-def _meta(grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": SCHEMA_VERSION,
-            "solution": solution, "task": False}
+def _meta(
+    grade_id: str, *, solution: bool, grade: bool, locked: bool, points: int | None = None
+) -> dict:
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": SCHEMA_VERSION,
+        "solution": solution,
+        "task": False,
+    }
     if grade:
         meta["points"] = points
     return meta
@@ -175,13 +187,16 @@ def derive(nb, chapter: str) -> list[dict | None]:
 
     def claim(index: int, grade_id: str) -> str:
         if grade_id in ids:
-            raise MetaError(f"{chapter}: cells {ids[grade_id]} and {index} would both get the nbgrader "
-                            f"id {grade_id!r}; rename one of the functions, classes or questions")
+            raise MetaError(
+                f"{chapter}: cells {ids[grade_id]} and {index} would both get the nbgrader "
+                f"id {grade_id!r}; rename one of the functions, classes or questions"
+            )
         ids[grade_id] = index
         return grade_id
 
-    check_calls = {i: _CHECK_CALL.findall(c.source) for i, c in enumerate(cells)
-                   if SELF_CHECK_TAG in _tags(c)}
+    check_calls = {
+        i: _CHECK_CALL.findall(c.source) for i, c in enumerate(cells) if SELF_CHECK_TAG in _tags(c)
+    }
     check_use: dict[str, int] = {}
     for calls in check_calls.values():
         for name in {name for name, _ in calls}:
@@ -193,35 +208,60 @@ def derive(nb, chapter: str) -> list[dict | None]:
         if _is_exercise(cell):
             names = _defined(trees[index]) or _assigned(trees[index])[-1:]
             if not names:
-                raise MetaError(f"{chapter}, cell {index}: an exercise cell must define a function or "
-                                "class or assign a variable, so that its nbgrader id has a name")
-            wanted[index] = _meta(claim(index, f"{chapter}_{names[0]}"), solution=True, grade=False,
-                                  locked=False)
+                raise MetaError(
+                    f"{chapter}, cell {index}: an exercise cell must define a function or "
+                    "class or assign a variable, so that its nbgrader id has a name"
+                )
+            wanted[index] = _meta(
+                claim(index, f"{chapter}_{names[0]}"), solution=True, grade=False, locked=False
+            )
         elif index in check_calls:
             calls = check_calls[index]
             if not calls:
-                raise MetaError(f"{chapter}, cell {index}: a self-check cell must call cu.checks.check_...")
+                raise MetaError(
+                    f"{chapter}, cell {index}: a self-check cell must call cu.checks.check_..."
+                )
             parts = []
             for name, argument in calls:
                 repeated = check_use[name] > 1 and argument
                 parts.append(f"{name}__{argument.replace('.', '_')}" if repeated else name)
-            wanted[index] = _meta(claim(index, f"{chapter}_{'_'.join(parts)}"), solution=False, grade=True,
-                                  locked=True, points=POINTS_PER_CHECK * len(calls))
+            wanted[index] = _meta(
+                claim(index, f"{chapter}_{'_'.join(parts)}"),
+                solution=False,
+                grade=True,
+                locked=True,
+                points=POINTS_PER_CHECK * len(calls),
+            )
         elif count := _answer_count(cell):
             heading, label = _answer_question(cells, index)
             grade_id = "_".join(p for p in (f"{chapter}_answer", _slug(heading), _slug(label)) if p)
-            wanted[index] = _meta(claim(index, grade_id), solution=True, grade=True, locked=False,
-                                  points=POINTS_PER_ANSWER * count)
+            wanted[index] = _meta(
+                claim(index, grade_id),
+                solution=True,
+                grade=True,
+                locked=False,
+                points=POINTS_PER_ANSWER * count,
+            )
 
     # Read-only teaching cells: definitions that a *later* exercise builds on.
     for index, cell in enumerate(cells):
-        if wanted[index] is not None or cell.cell_type != "code" or nbtools.SOLUTION_ONLY_TAG in _tags(cell):
+        if (
+            wanted[index] is not None
+            or cell.cell_type != "code"
+            or nbtools.SOLUTION_ONLY_TAG in _tags(cell)
+        ):
             continue
-        later = set().union(*(_used(trees[j]) for j in range(index + 1, len(cells)) if _is_exercise(cells[j])))
+        later = set().union(
+            *(_used(trees[j]) for j in range(index + 1, len(cells)) if _is_exercise(cells[j]))
+        )
         given = [name for name in _defined(trees[index]) if name in later]
         if given:
-            wanted[index] = _meta(claim(index, f"{chapter}_given_{given[0]}"), solution=False, grade=False,
-                                  locked=True)
+            wanted[index] = _meta(
+                claim(index, f"{chapter}_given_{given[0]}"),
+                solution=False,
+                grade=False,
+                locked=True,
+            )
     return wanted
 
 
@@ -274,13 +314,20 @@ def source_notebook(solution, filename: str):
     nb = copy.deepcopy(solution)
     nb.cells = [c for c in nb.cells if nbtools.SOLUTION_ONLY_TAG not in _tags(c)]
     apply(nb, chapter_id(filename))
-    attachments.embed(nb, nbtools.FIGURES, f"solutions/{filename}")  # figures travel with the notebook
+    attachments.embed(
+        nb, nbtools.FIGURES, f"solutions/{filename}"
+    )  # figures travel with the notebook
     nbtools.set_headers(nb, "notebooks", filename)
     return nb
 
 
-def make_course(course: Path, assignment: str = "attention", students: tuple[str, ...] = (),
-                solutions: Path | None = None, chapters: tuple[str, ...] = ()) -> list[Path]:
+def make_course(
+    course: Path,
+    assignment: str = "attention",
+    students: tuple[str, ...] = (),
+    solutions: Path | None = None,
+    chapters: tuple[str, ...] = (),
+) -> list[Path]:
     """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``
     holding every chapter, or only those whose number is in ``chapters`` (e.g. ``("01", "02")``)."""
     solutions = nbtools.SOLUTIONS if solutions is None else solutions
@@ -288,14 +335,17 @@ def make_course(course: Path, assignment: str = "attention", students: tuple[str
     known = [p.name[:2] for p in files]
     unknown = [c for c in chapters if c not in known]
     if unknown:
-        raise ValueError(f"chapters must be two-digit chapter numbers among {', '.join(known)}; "
-                         f"got {', '.join(map(repr, unknown))}")
+        raise ValueError(
+            f"chapters must be two-digit chapter numbers among {', '.join(known)}; "
+            f"got {', '.join(map(repr, unknown))}"
+        )
     files = [p for p in files if not chapters or p.name[:2] in chapters]
     source = Path(course) / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)
     listed = ", ".join(f'dict(id="{s}")' for s in students)
     (Path(course) / "nbgrader_config.py").write_text(
-        NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8")
+        NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8"
+    )
     written = []
     for path in files:
         target = source / path.name
@@ -305,14 +355,22 @@ def make_course(course: Path, assignment: str = "attention", students: tuple[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_meta", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.nbgrader_meta",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     course = sub.add_parser("course", help="create an nbgrader course directory from solutions/")
     course.add_argument("directory", type=Path)
     course.add_argument("--assignment", default="attention")
-    course.add_argument("--chapters", nargs="+", default=(), metavar="NN",
-                        help="only these chapters, by number (default: all), e.g. --chapters 01 02 03")
+    course.add_argument(
+        "--chapters",
+        nargs="+",
+        default=(),
+        metavar="NN",
+        help="only these chapters, by number (default: all), e.g. --chapters 01 02 03",
+    )
     sub.add_parser("points", help="print the points of every chapter")
     args = parser.parse_args(argv)
     if args.command == "course":

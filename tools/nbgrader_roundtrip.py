@@ -46,20 +46,44 @@ class Bug:
 
 
 BUGS = {
-    "ch01": Bug("ch01_softmax_stable", "torch.exp(x - x.max(dim=-1, keepdim=True).values)", "torch.exp(x)",
-                "softmax_overflow"),
-    "ch02": Bug("ch02_SelfAttentionBatched", "scores_b / k.shape[-1] ** 0.5", "scores_b", "no_scaling"),
-    "ch03": Bug("ch03_mask_after_softmax", "return probs / probs.sum(dim=-1, keepdim=True)", "return probs",
-                "no_renormalise"),
-    "ch04": Bug("ch04_CausalAttention", "self.mask[:n_tokens, :n_tokens]", "self.mask", "mask_not_sliced"),
+    "ch01": Bug(
+        "ch01_softmax_stable",
+        "torch.exp(x - x.max(dim=-1, keepdim=True).values)",
+        "torch.exp(x)",
+        "softmax_overflow",
+    ),
+    "ch02": Bug(
+        "ch02_SelfAttentionBatched", "scores_b / k.shape[-1] ** 0.5", "scores_b", "no_scaling"
+    ),
+    "ch03": Bug(
+        "ch03_mask_after_softmax",
+        "return probs / probs.sum(dim=-1, keepdim=True)",
+        "return probs",
+        "no_renormalise",
+    ),
+    "ch04": Bug(
+        "ch04_CausalAttention", "self.mask[:n_tokens, :n_tokens]", "self.mask", "mask_not_sliced"
+    ),
     "ch05": Bug("ch05_MultiHeadAttention", "self.mask[:n, :n]", "self.mask", "mask_not_sliced"),
-    "ch06": Bug("ch06_SlidingWindowDataset", "ids[s + 1 : s + 1 + context_length]", "ids[s : s + context_length]",
-                "targets_not_shifted"),
-    "ch07": Bug("ch07_blockwise_causal_attention", "shrink = torch.exp(best - new_best)",
-                "shrink = torch.ones_like(best)", "online_no_rescale"),
+    "ch06": Bug(
+        "ch06_SlidingWindowDataset",
+        "ids[s + 1 : s + 1 + context_length]",
+        "ids[s : s + context_length]",
+        "targets_not_shifted",
+    ),
+    "ch07": Bug(
+        "ch07_blockwise_causal_attention",
+        "shrink = torch.exp(best - new_best)",
+        "shrink = torch.ones_like(best)",
+        "online_no_rescale",
+    ),
     "ch08": Bug("ch08_train_step", "    optimizer.zero_grad()\n", "", "grad_not_zeroed"),
-    "ch09": Bug("ch09_repeat_kv", "kv.repeat_interleave(n_rep, dim=1)", "kv.repeat(1, n_rep, 1, 1)",
-                "gqa_repeat_not_interleave"),
+    "ch09": Bug(
+        "ch09_repeat_kv",
+        "kv.repeat_interleave(n_rep, dim=1)",
+        "kv.repeat(1, n_rep, 1, 1)",
+        "gqa_repeat_not_interleave",
+    ),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
 
@@ -71,7 +95,10 @@ def venv_python() -> Path:
 
 def ensure_venv() -> Path:
     """Create or refresh .venv-nbgrader when requirements or constraints changed."""
-    inputs = [NBGRADER] + [(ROOT / name).read_text(encoding="utf-8") for name in ("requirements.txt", "constraints.txt")]
+    inputs = [NBGRADER] + [
+        (ROOT / name).read_text(encoding="utf-8")
+        for name in ("requirements.txt", "constraints.txt")
+    ]
     wanted = hashlib.sha256("\n".join(inputs).encode()).hexdigest()
     stamp = VENV / ".installed"
     if stamp.exists() and stamp.read_text(encoding="utf-8") == wanted:
@@ -79,11 +106,33 @@ def ensure_venv() -> Path:
     if not venv_python().exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     print(f"Installing {NBGRADER} and the course's requirements into {VENV.name} ...", flush=True)
-    subprocess.run([str(venv_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    NBGRADER, "-r", "requirements.txt", "-c", "constraints.txt"], check=True, cwd=ROOT)
-    subprocess.run([str(venv_python()), "-c",
-                    "import sysconfig, pathlib, sys; pathlib.Path(sysconfig.get_paths()['purelib'], "
-                    "'course_utils.pth').write_text(sys.argv[1] + '\\n')", str(ROOT)], check=True)
+    subprocess.run(
+        [
+            str(venv_python()),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            NBGRADER,
+            "-r",
+            "requirements.txt",
+            "-c",
+            "constraints.txt",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
+    subprocess.run(
+        [
+            str(venv_python()),
+            "-c",
+            "import sysconfig, pathlib, sys; pathlib.Path(sysconfig.get_paths()['purelib'], "
+            "'course_utils.pth').write_text(sys.argv[1] + '\\n')",
+            str(ROOT),
+        ],
+        check=True,
+    )
     stamp.write_text(wanted, encoding="utf-8")
     return venv_python()
 
@@ -98,19 +147,33 @@ def nbgrader_env() -> dict[str, str]:
 
 def main() -> int:
     python = ensure_venv()
-    env = dict(os.environ, COURSE_NBGRADER_TESTS="1", PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    return subprocess.run([str(python), "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "tests/nbgrader"],
-                          cwd=ROOT, env=env).returncode
+    env = dict(
+        os.environ,
+        COURSE_NBGRADER_TESTS="1",
+        PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    return subprocess.run(
+        [str(python), "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", "tests/nbgrader"],
+        cwd=ROOT,
+        env=env,
+    ).returncode
 
 
 # ----------------------------------------------------------------------------- the round trip
 def nbgrader(course: Path, *args: str) -> float:
     """Run one nbgrader command in the course directory; return its wall-clock seconds."""
     start = time.perf_counter()
-    done = subprocess.run([str(Path(sys.executable).parent / "nbgrader"), *args], cwd=course,
-                          env=nbgrader_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), *args],
+        cwd=course,
+        env=nbgrader_env(),
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"nbgrader {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        raise RuntimeError(
+            f"nbgrader {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        )
     return time.perf_counter() - start
 
 
@@ -129,11 +192,15 @@ def plant_bug(nb, filename: str):
             return nb, None
         if meta.get("grade_id") == bug.exercise:
             if bug.old not in cell.source:
-                raise AssertionError(f"{filename}: the planted bug no longer applies ({bug.old!r} is not in "
-                                     f"{bug.exercise}); update BUGS in tools/nbgrader_roundtrip.py")
+                raise AssertionError(
+                    f"{filename}: the planted bug no longer applies ({bug.old!r} is not in "
+                    f"{bug.exercise}); update BUGS in tools/nbgrader_roundtrip.py"
+                )
             cell.source = cell.source.replace(bug.old, bug.new, 1)
             return nb, bug
-    raise AssertionError(f"{filename}: no exercise cell {bug.exercise if bug else ''} to plant a bug in")
+    raise AssertionError(
+        f"{filename}: no exercise cell {bug.exercise if bug else ''} to plant a bug in"
+    )
 
 
 def _stub_regions(source: str) -> str:
@@ -167,7 +234,9 @@ def run(course: Path) -> RoundTrip:
     course = Path(course)
     sources = nbgrader_meta.make_course(course, ASSIGNMENT, STUDENTS)
     names = [p.name for p in sources]
-    seconds = {"generate_assignment": nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")}
+    seconds = {
+        "generate_assignment": nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
+    }
     bugs: dict[str, Bug | None] = {}
     for student in STUDENTS:
         folder = course / "submitted" / student / ASSIGNMENT
@@ -180,10 +249,13 @@ def run(course: Path) -> RoundTrip:
             if student == "buggy":
                 nb, bugs[name] = plant_bug(nb, name)
             nbtools.write(nb, folder / name)
-        seconds[f"autograde {student}"] = nbgrader(course, "autograde", ASSIGNMENT, "--student", student, "--force")
+        seconds[f"autograde {student}"] = nbgrader(
+            course, "autograde", ASSIGNMENT, "--student", student, "--force"
+        )
     for student in ("blank", "buggy"):
-        seconds[f"generate_feedback {student}"] = nbgrader(course, "generate_feedback", ASSIGNMENT,
-                                                           "--student", student, "--force")
+        seconds[f"generate_feedback {student}"] = nbgrader(
+            course, "generate_feedback", ASSIGNMENT, "--student", student, "--force"
+        )
     return RoundTrip(course, names, seconds, bugs)
 
 
@@ -195,8 +267,12 @@ def _gradebook(course: Path, student: str, cell_type: str, read) -> dict[str, di
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
-        return {f"{notebook.name}.ipynb": {g.name: read(g) for g in notebook.grades if g.cell_type == cell_type}
-                for notebook in gb.find_submission(ASSIGNMENT, student).notebooks}
+        return {
+            f"{notebook.name}.ipynb": {
+                g.name: read(g) for g in notebook.grades if g.cell_type == cell_type
+            }
+            for notebook in gb.find_submission(ASSIGNMENT, student).notebooks
+        }
 
 
 def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float]]]:
@@ -206,7 +282,9 @@ def grades(course: Path, student: str) -> dict[str, dict[str, tuple[float, float
 
 def written_answers(course: Path, student: str) -> dict[str, dict[str, tuple[float, bool]]]:
     """{notebook file name: {grade_id: (max_score, needs_manual_grade)}} of one student's written answers."""
-    return _gradebook(course, student, "markdown", lambda g: (float(g.max_score), bool(g.needs_manual_grade)))
+    return _gradebook(
+        course, student, "markdown", lambda g: (float(g.max_score), bool(g.needs_manual_grade))
+    )
 
 
 if __name__ == "__main__":

@@ -91,7 +91,9 @@ def solution_regions(nb) -> list[list[str]]:
         if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
             regions.append(_source_lines(cell))
             continue
-        begin, end = (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        begin, end = (
+            (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        )
         for kind, _, lines in _split_regions(_source_lines(cell), begin, end, f"cell {index}"):
             if kind == "answer":
                 regions.append(lines)
@@ -104,7 +106,9 @@ def visible_lines(nb) -> set[str]:
     for index, cell in enumerate(nb.cells):
         if SOLUTION_ONLY_TAG in cell.metadata.get("tags", []):
             continue
-        begin, end = (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        begin, end = (
+            (BEGIN_CODE, END_CODE) if cell.cell_type == "code" else (BEGIN_ANSWER, END_ANSWER)
+        )
         for kind, _, lines in _split_regions(_source_lines(cell), begin, end, f"cell {index}"):
             if kind == "keep":
                 seen.update(line.strip() for line in lines)
@@ -130,10 +134,14 @@ def make_exercise(solution, filename: str, figures: Path = FIGURES):
         where = f"{filename}, cell {index}"
         out: list[str] = []
         if cell.cell_type == "code":
-            for kind, indent, lines in _split_regions(_source_lines(cell), BEGIN_CODE, END_CODE, where):
+            for kind, indent, lines in _split_regions(
+                _source_lines(cell), BEGIN_CODE, END_CODE, where
+            ):
                 out.extend(lines if kind == "keep" else [indent + s for s in CODE_STUB])
         else:
-            for kind, _, lines in _split_regions(_source_lines(cell), BEGIN_ANSWER, END_ANSWER, where):
+            for kind, _, lines in _split_regions(
+                _source_lines(cell), BEGIN_ANSWER, END_ANSWER, where
+            ):
                 out.extend(lines if kind == "keep" else [ANSWER_STUB])
         cell.source = "\n".join(out)
         _strip_cell(cell)
@@ -196,13 +204,19 @@ if missing:
 
 def set_headers(nb, folder: str, filename: str) -> None:
     """Put the badge under the title (cell 0) and the setup code in cell 1."""
-    if not nb.cells or nb.cells[0].cell_type != "markdown" or not nb.cells[0].source.startswith("# "):
+    if (
+        not nb.cells
+        or nb.cells[0].cell_type != "markdown"
+        or not nb.cells[0].source.startswith("# ")
+    ):
         raise MarkerError(f"{folder}/{filename}: the first cell must be a markdown title '# ...'")
     lines = nb.cells[0].source.split("\n")
     title, rest = lines[0], [line for line in lines[1:] if not _BADGE_RE.match(line)]
     while rest and not rest[0].strip():
         rest.pop(0)
-    nb.cells[0].source = "\n".join([title, "", badge_markdown(folder, filename), "", *rest]).rstrip()
+    nb.cells[0].source = "\n".join(
+        [title, "", badge_markdown(folder, filename), "", *rest]
+    ).rstrip()
     setup = nbformat.v4.new_code_cell(setup_cell_source(), metadata={"tags": [SETUP_TAG]})
     if len(nb.cells) > 1 and SETUP_TAG in nb.cells[1].metadata.get("tags", []):
         old = nb.cells[1]
@@ -230,8 +244,9 @@ def chapter_files(folder: Path = SOLUTIONS) -> list[Path]:
     return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
 
 
-def generate_exercises(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES,
-                       only: Iterable[Path] = ()) -> list[Path]:
+def generate_exercises(
+    solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, only: Iterable[Path] = ()
+) -> list[Path]:
     exercises.mkdir(exist_ok=True)
     written = []
     names = {Path(p).name for p in only}
@@ -242,7 +257,9 @@ def generate_exercises(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES,
 
         nbgrader_meta.apply_to_file(path)
         nb = read(path)
-        if attachments.embed(nb, FIGURES, f"solutions/{path.name}") and dumps(nb) != dumps(read(path)):
+        if attachments.embed(nb, FIGURES, f"solutions/{path.name}") and dumps(nb) != dumps(
+            read(path)
+        ):
             write(nb, path)  # only image references and attachments of markdown cells change
             written.append(path)
         target = exercises / path.name
@@ -259,16 +276,22 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
         fresh = copy.deepcopy(nb)
         set_headers(fresh, "solutions", path.name)
         if dumps(fresh) != dumps(nb):
-            problems.append(f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)")
+            problems.append(
+                f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)"
+            )
         embedded = copy.deepcopy(nb)
         attachments.embed(embedded, FIGURES, f"solutions/{path.name}")
         if dumps(embedded) != dumps(nb):
-            problems.append(f"solutions/{path.name} (figures not embedded or differ from figures/: "
-                            "run `make exercises`)")
+            problems.append(
+                f"solutions/{path.name} (figures not embedded or differ from figures/: "
+                "run `make exercises`)"
+            )
         from tools import nbgrader_meta
 
         if nbgrader_meta.is_stale(nb, path.name):
-            problems.append(f"solutions/{path.name} (nbgrader metadata out of date: run `make exercises`)")
+            problems.append(
+                f"solutions/{path.name} (nbgrader metadata out of date: run `make exercises`)"
+            )
         target = exercises / path.name
         wanted = dumps(make_exercise(nb, path.name))
         if not target.exists() or target.read_text(encoding="utf-8") != wanted:
@@ -307,8 +330,12 @@ def execute(paths: Iterable[Path], timeout: int = 300) -> None:
         path = Path(path).resolve()
         nb = read(path)
         set_headers(nb, "solutions", path.name)
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}})
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
         client.execute()
         clean_solution_metadata(nb)
         write(nb, path)
@@ -331,7 +358,9 @@ def from_percent(text: str):
         body = "\n".join(current["lines"]).strip("\n")
         meta = {"tags": current["tags"]} if current["tags"] else {}
         if current["md"]:
-            body = "\n".join(l[2:] if l.startswith("# ") else l.lstrip("#") for l in body.split("\n"))
+            body = "\n".join(
+                l[2:] if l.startswith("# ") else l.lstrip("#") for l in body.split("\n")
+            )
             cells.append(nbformat.v4.new_markdown_cell(body, metadata=meta))
         else:
             cells.append(nbformat.v4.new_code_cell(body, metadata=meta))
@@ -340,7 +369,11 @@ def from_percent(text: str):
         m = _CELL_RE.match(line)
         if m:
             flush()
-            current = {"md": bool(m.group("md")), "tags": json.loads(m.group("tags") or "[]"), "lines": []}
+            current = {
+                "md": bool(m.group("md")),
+                "tags": json.loads(m.group("tags") or "[]"),
+                "lines": [],
+            }
         elif current is not None:
             current["lines"].append(line)
     flush()
@@ -352,10 +385,15 @@ def from_percent(text: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.nbtools", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.nbtools",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    exs = sub.add_parser("exercises", help="regenerate notebooks/ from solutions/ (all, or the named ones)")
+    exs = sub.add_parser(
+        "exercises", help="regenerate notebooks/ from solutions/ (all, or the named ones)"
+    )
     exs.add_argument("notebooks", nargs="*", type=Path)
     sub.add_parser("check", help="exit 1 if notebooks/ or solution headers are out of date")
     sub.add_parser("headers", help="rewrite the Colab badge and setup cell of every solution")
@@ -376,8 +414,10 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             print("Out of date:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 1
-        print(f"notebooks/, course_utils/chapters/ and solution headers are in sync "
-              f"({len(chapter_files())} chapters)")
+        print(
+            f"notebooks/, course_utils/chapters/ and solution headers are in sync "
+            f"({len(chapter_files())} chapters)"
+        )
     elif args.command == "headers":
         for path in chapter_files():
             nb = read(path)

@@ -22,20 +22,27 @@ _PLAIN = E.Recipe(mask="none")  # chapter 02 has no causal mask yet
 _VARIANTS = E.with_mask(E.variants("scale", "axis", "projections"), "none")
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PLAIN, x=None) -> torch.Tensor:
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PLAIN, x=None
+) -> torch.Tensor:
     return E.attention(q, k, v, r, x=x)
 
 
 # --------------------------------------------------------------------------- reading the projections
 # What a SelfAttention_v1 matrix must be: (is wrong, mistake id), tried in order on the attribute ``w``.
 _MATRIX_RULES = (
-    (lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter), "projection_plain_tensor"),
+    (
+        lambda w, want: isinstance(w, torch.Tensor) and not isinstance(w, nn.Parameter),
+        "projection_plain_tensor",
+    ),
     (lambda w, want: not isinstance(w, nn.Parameter), "projection_not_parameter"),
     (lambda w, want: tuple(w.shape) != want, "projection_wrong_shape"),
 )
 
 
-def _projections(check: str, module: nn.Module, owner: str, d_in: int, d_out: int, qkv_bias: bool | None) -> list:
+def _projections(
+    check: str, module: nn.Module, owner: str, d_in: int, d_out: int, qkv_bias: bool | None
+) -> list:
     """W_query, W_key, W_value: Parameter matrices (``qkv_bias`` None) or nn.Linear layers, validated."""
     if qkv_bias is not None:
         return [E.find_linear(check, module, name, owner, d_in, d_out, qkv_bias) for name in _NAMES]
@@ -44,8 +51,16 @@ def _projections(check: str, module: nn.Module, owner: str, d_in: int, d_out: in
         w = E.find_attribute(check, module, name, owner, f"nn.Parameter of shape {(d_in, d_out)}")
         bug = E.first_bug((bug, wrong(w, (d_in, d_out))) for wrong, bug in _MATRIX_RULES)
         if bug:
-            raise E.fail_with(check, bug, name=name, d_in=d_in, d_out=d_out, kind=type(w).__name__, want=(d_in, d_out),
-                              shape=tuple(getattr(w, "shape", ())))
+            raise E.fail_with(
+                check,
+                bug,
+                name=name,
+                d_in=d_in,
+                d_out=d_out,
+                kind=type(w).__name__,
+                want=(d_in, d_out),
+                shape=tuple(getattr(w, "shape", ())),
+            )
         found.append(w)
     return found
 
@@ -72,7 +87,9 @@ def _recording_dot_t() -> Iterator[list[int]]:
             torch.Tensor.T = own  # type: ignore[assignment]
 
 
-def _build(check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None) -> tuple[nn.Module, str]:
+def _build(
+    check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None
+) -> tuple[nn.Module, str]:
     """``cls(*args, **kwargs)`` under ``seed``, and how it was called (the layer's name in messages)."""
     __tracebackhide__ = True
     kwargs = kwargs or {}
@@ -96,9 +113,11 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
     __tracebackhide__ = True
     for i, (d_in, d_out, n) in enumerate(cases):
         qkv_bias = i % 2 == 1 if linear else None
-        module, owner = _build(name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {})
+        module, owner = _build(
+            name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {}
+        )
         weights = _projections(name, module, owner, d_in, d_out, qkv_bias)
-        project = (lambda x, ws=weights: [w(x) if linear else x @ w for w in ws])
+        project = lambda x, ws=weights: [w(x) if linear else x @ w for w in ws]
         x = inputs(i, n, d_in)
         bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
         where = f"With d_in={d_in}, d_out={d_out}{bias} and x of shape {tuple(x.shape)}:"
@@ -116,8 +135,14 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
         expected = _attend(q, k, v)
         if not E.same(got, expected):
             candidates = [(b, lambda r=r: _attend(q, k, v, r, x)) for b, r in _VARIANTS]
-            raise E.mismatch(name, got, expected, where, candidates,
-                             "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.")
+            raise E.mismatch(
+                name,
+                got,
+                expected,
+                where,
+                candidates,
+                "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.",
+            )
     E.probe_backward(name, module, x, where, lambda: _attend(*project(x)))
     E.probe_device(name, module, x, where)
 
@@ -129,11 +154,15 @@ def _check_initialisation(check: str, cls: type, seed: int, reference: type, lin
     with E.preserved_rng():
         torch.manual_seed(seed)
         chapter = reference(3, 2)
-    got, expected = ([getattr(m, n).weight if linear else getattr(m, n) for n in _NAMES]
-                     for m in (module, chapter))
+    got, expected = (
+        [getattr(m, n).weight if linear else getattr(m, n) for n in _NAMES]
+        for m in (module, chapter)
+    )
     if all(E.same(g.detach(), e) for g, e in zip(got, expected, strict=True)):
         return
-    if {tuple(g.flatten().tolist()) for g in got} == {tuple(e.flatten().tolist()) for e in expected}:
+    if {tuple(g.flatten().tolist()) for g in got} == {
+        tuple(e.flatten().tolist()) for e in expected
+    }:
         raise E.fail_with(check, "init_order", seed=seed)
     raise E.fail_with(check, "init_differs", seed=seed)
 
@@ -153,7 +182,9 @@ def check_self_attention_v1(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_self_attention_v1"
     E.ensure_class(name, cls, "your class SelfAttention_v1 itself")
-    _check_outputs(name, cls, _CASES_2D, 200, lambda i, n, d_in: E.randn(n, d_in, seed=300 + i), linear=False)
+    _check_outputs(
+        name, cls, _CASES_2D, 200, lambda i, n, d_in: E.randn(n, d_in, seed=300 + i), linear=False
+    )
     _check_initialisation(name, cls, 123, SelfAttention_v1, linear=False)
     E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
 
@@ -163,7 +194,9 @@ def check_self_attention_v2(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_self_attention_v2"
     E.ensure_class(name, cls, "your class itself (e.g. SelfAttention_v2)")
-    _check_outputs(name, cls, _CASES_2D, 400, lambda i, n, d_in: E.randn(n, d_in, seed=500 + i), linear=True)
+    _check_outputs(
+        name, cls, _CASES_2D, 400, lambda i, n, d_in: E.randn(n, d_in, seed=500 + i), linear=True
+    )
     _check_initialisation(name, cls, 789, SelfAttention_v2, linear=True)
     E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
 
@@ -173,9 +206,17 @@ def check_batched_self_attention(cls: type) -> None:
     __tracebackhide__ = True
     name = "check_batched_self_attention"
     E.ensure_class(name, cls, "your class itself")
-    _check_outputs(name, cls, [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES], 800,
-                   lambda i, n, d_in: E.randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i), linear=True)
-    E.passed(name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")
+    _check_outputs(
+        name,
+        cls,
+        [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES],
+        800,
+        lambda i, n, d_in: E.randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i),
+        linear=True,
+    )
+    E.passed(
+        name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart"
+    )
 
 
 def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
@@ -208,21 +249,36 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
     __tracebackhide__ = True
     v2_now = {n: getattr(v2, n).weight.detach() for n in _NAMES}
     if any(not E.same(v2_now[n], v2_before[n]) for n in _NAMES):
-        reversed_copy = all(E.same(v2_now[n], v1_before[n].T) or E.same(v2_now[n], v1_before[n])
-                            for n in _NAMES if v2_now[n].shape == v1_before[n].T.shape)
-        raise E.fail_with(check, "transfer_reversed" if reversed_copy else "transfer_changed_source", where)
+        reversed_copy = all(
+            E.same(v2_now[n], v1_before[n].T) or E.same(v2_now[n], v1_before[n])
+            for n in _NAMES
+            if v2_now[n].shape == v1_before[n].T.shape
+        )
+        raise E.fail_with(
+            check, "transfer_reversed" if reversed_copy else "transfer_changed_source", where
+        )
     swaps = []
     for n in _NAMES:
         got = getattr(v1, n)
         if not isinstance(got, nn.Parameter):
-            raise E.fail_with(check, "transfer_replaced_parameter", where=where, name=n, kind=type(got).__name__)
+            raise E.fail_with(
+                check, "transfer_replaced_parameter", where=where, name=n, kind=type(got).__name__
+            )
         if got is getattr(v2, n).weight:
             raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
         if tuple(got.shape) == tuple(v2_before[n].shape) and got.shape[0] != got.shape[1]:
-            raise E.fail_with(check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}.")
+            raise E.fail_with(
+                check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}."
+            )
         if tuple(got.shape) != tuple(v1_before[n].shape):
-            raise E.fail_with(check, "transfer_wrong_shape", where=where, name=n, shape=tuple(got.shape),
-                              expected=tuple(v1_before[n].shape))
+            raise E.fail_with(
+                check,
+                "transfer_wrong_shape",
+                where=where,
+                name=n,
+                shape=tuple(got.shape),
+                expected=tuple(v1_before[n].shape),
+            )
         value = got.detach()
         if E.same(value, v2_before[n].T):
             if E.storage(got) == E.storage(getattr(v2, n).weight):
@@ -238,12 +294,19 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
             continue
         if E.same(value, v1_before[n]):
             raise E.fail_with(check, "transfer_missing", where, detail=f"v1.{n}")
-        raise E.fail(check, f"{where} v1.{n} holds none of v2's weights: "
-                     f"{E.describe_difference(v2_before[n].T, value)}.",
-                     "v1.W_query should equal v2.W_query.weight.T after the copy.")
+        raise E.fail(
+            check,
+            f"{where} v1.{n} holds none of v2's weights: "
+            f"{E.describe_difference(v2_before[n].T, value)}.",
+            "v1.W_query should equal v2.W_query.weight.T after the copy.",
+        )
     if swaps:
         raise E.fail_with(check, "transfer_swapped", where, detail="; ".join(swaps))
 
 
-__all__ = ["check_batched_self_attention", "check_self_attention_v1", "check_self_attention_v2",
-           "check_weight_transfer"]
+__all__ = [
+    "check_batched_self_attention",
+    "check_self_attention_v1",
+    "check_self_attention_v2",
+    "check_weight_transfer",
+]

@@ -15,16 +15,24 @@ _CASES = ((16, 8, 5, 4), (7, 4, 4, 3), (10, 5, 5, 16), (12, 6, 6, 1), (9, 3, 2, 
 
 
 def _inputs(case: int, n: int, d: int, dv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return E.randn(n, d, seed=700 + case), E.randn(n, d, seed=800 + case), E.randn(n, dv, seed=900 + case)
+    return (
+        E.randn(n, d, seed=700 + case),
+        E.randn(n, d, seed=800 + case),
+        E.randn(n, dv, seed=900 + case),
+    )
 
 
 def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.Tensor:
     """The online-softmax loop, with the rescaling or the final division left out on demand."""
     n = q.shape[0]
-    top, total, out = torch.full((n, 1), float("-inf")), torch.zeros(n, 1), torch.zeros(n, v.shape[1])
+    top, total, out = (
+        torch.full((n, 1), float("-inf")),
+        torch.zeros(n, 1),
+        torch.zeros(n, v.shape[1]),
+    )
     rows = torch.arange(n).unsqueeze(1)
     for lo in range(0, n, block):
-        kb, vb = k[lo:lo + block], v[lo:lo + block]
+        kb, vb = k[lo : lo + block], v[lo : lo + block]
         s = (q @ kb.T) / math.sqrt(q.shape[1])
         s = s.masked_fill(torch.arange(lo, lo + kb.shape[0]) > rows, float("-inf"))
         new_top = torch.maximum(top, s.amax(dim=1, keepdim=True))
@@ -38,7 +46,9 @@ def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.T
 
 def _candidates(q, k, v, block: int) -> list[tuple[str, Callable[[], torch.Tensor]]]:
     n = q.shape[0]
-    local = torch.arange(n) % block > torch.arange(n).unsqueeze(1)  # key position taken within its block
+    local = torch.arange(n) % block > torch.arange(n).unsqueeze(
+        1
+    )  # key position taken within its block
     return [
         ("mask_missing", lambda: E.attention(q, k, v, E.Recipe(mask="none"))),
         ("mask_past", lambda: E.attention(q, k, v, E.Recipe(mask="past"))),
@@ -47,11 +57,16 @@ def _candidates(q, k, v, block: int) -> list[tuple[str, Callable[[], torch.Tenso
         ("no_scaling", lambda: E.attention(q, k, v, E.Recipe(scale="none"))),
         ("scale_d_k", lambda: E.attention(q, k, v, E.Recipe(scale="d_k"))),
         ("online_no_rescale", lambda: _streamed(q, k, v, block, rescale=False, normalise=True)),
-        ("online_no_final_division", lambda: _streamed(q, k, v, block, rescale=True, normalise=False)),
+        (
+            "online_no_final_division",
+            lambda: _streamed(q, k, v, block, rescale=True, normalise=False),
+        ),
     ]
 
 
-def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]) -> None:
+def check_blockwise_attention(
+    fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor],
+) -> None:
     """Check ``fn(q, k, v, block_size)``: causal single-head attention over (n, d) inputs,
     computed one key block at a time with an online softmax, never building an (n, n) tensor."""
     __tracebackhide__ = True
@@ -66,19 +81,39 @@ def check_blockwise_attention(fn: Callable[[torch.Tensor, torch.Tensor, torch.Te
             got = E.call_pure(name, fn, [q, k, v], block, what=what)
         got = E.expect_tensor_output(name, got, what)
         if not E.same(got, expected):
-            raise E.mismatch(name, got, expected, f"With {what}:", _candidates(q, k, v, block),
-                             "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).")
+            raise E.mismatch(
+                name,
+                got,
+                expected,
+                f"With {what}:",
+                _candidates(q, k, v, block),
+                "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).",
+            )
         if any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
-            raise E.fail_with(name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
+            raise E.fail_with(
+                name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention"
+            )
         if block < n:
             if any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
                 raise E.fail_with(name, "blockwise_full_scores", what=what, n=n)
-            if any(c[0] in ("softmax", "_softmax") and c[2] and isinstance(c[2][0], torch.Tensor)
-                   and c[2][0].shape[-1] == n for c in watch.calls):
+            if any(
+                c[0] in ("softmax", "_softmax")
+                and c[2]
+                and isinstance(c[2][0], torch.Tensor)
+                and c[2][0].shape[-1] == n
+                for c in watch.calls
+            ):
                 raise E.fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
-    E.probe_device(name, None, _inputs(0, 8, 4, 4), "With q, k and v on another device:",
-                   fn=lambda q, k, v: fn(q, k, v, 3))
-    E.passed(name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor")
+    E.probe_device(
+        name,
+        None,
+        _inputs(0, 8, 4, 4),
+        "With q, k and v on another device:",
+        fn=lambda q, k, v: fn(q, k, v, 3),
+    )
+    E.passed(
+        name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor"
+    )
 
 
 __all__ = ["check_blockwise_attention"]

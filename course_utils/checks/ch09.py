@@ -15,8 +15,16 @@ from . import _engine as E
 
 
 # --------------------------------------------------------------------------- references with switches
-def band(n_q: int, n_k: int, window: int, *, extra: int = 0, align: str = "bottom",
-         both_sides: bool = False, inverted: bool = False) -> torch.Tensor:
+def band(
+    n_q: int,
+    n_k: int,
+    window: int,
+    *,
+    extra: int = 0,
+    align: str = "bottom",
+    both_sides: bool = False,
+    inverted: bool = False,
+) -> torch.Tensor:
     """(n_q, n_k) bool, True = may attend: query i (the last n_q positions) sees 0 <= i - j < window."""
     first = n_k - n_q if align == "bottom" else 0
     distance = torch.arange(first, first + n_q)[:, None] - torch.arange(n_k)[None, :]  # (n_q, n_k)
@@ -31,7 +39,9 @@ def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
     return E.attention(q, k, v, E.Recipe(mask="none"), mask=None if allowed is None else ~allowed)
 
 
-def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False):
+def rope(
+    x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False
+):
     """RoPE in float64; the switches reproduce the layout, direction, frequency and position slips."""
     hd = x.shape[-1]
     pos = torch.arange(x.shape[-2]) if ignore_positions else positions.cpu()
@@ -44,13 +54,18 @@ def rope(x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, i
     return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
 
 
-def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5) -> None:
+def _expect(
+    check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5
+) -> None:
     """Return if got equals expected; else raise the failure naming the first matching mistake."""
     __tracebackhide__ = True
     if E.same(got.cpu(), expected.to(got.dtype), atol=atol):
         return
-    bug = E.match_bug(got.cpu(), [(b, lambda make=make: make().to(got.dtype)) for b, make in candidates],
-                      atol=atol)
+    bug = E.match_bug(
+        got.cpu(),
+        [(b, lambda make=make: make().to(got.dtype)) for b, make in candidates],
+        atol=atol,
+    )
     if bug:
         raise E.fail_with(check, bug, where)
     raise E.fail(check, f"{where} {E.describe_difference(expected.cpu(), got.cpu())}.")
@@ -59,7 +74,9 @@ def _expect(check: str, got: torch.Tensor, expected: torch.Tensor, where: str, c
 def _same_dtype(check: str, got: torch.Tensor, given: torch.Tensor, what: str, arg: str) -> None:
     """The result keeps the input's dtype (a float64 result would meet float32 weights in the next layer)."""
     if got.dtype != given.dtype:
-        raise E.fail_with(check, "output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg)
+        raise E.fail_with(
+            check, "output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg
+        )
 
 
 def _probe_devices(check: str, probes: list) -> None:
@@ -70,9 +87,13 @@ def _probe_devices(check: str, probes: list) -> None:
 
 # --------------------------------------------------------------------------- sliding_window_mask
 WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
-WINDOW_BUGS = (("window_inverted", {"inverted": True}), ("window_cut_short", {"extra": -1}),
-               ("window_one_too_many", {"extra": 1}), ("window_not_causal", {"both_sides": True}),
-               ("window_top_left", {"align": "top"}))
+WINDOW_BUGS = (
+    ("window_inverted", {"inverted": True}),
+    ("window_cut_short", {"extra": -1}),
+    ("window_one_too_many", {"extra": 1}),
+    ("window_not_causal", {"both_sides": True}),
+    ("window_top_left", {"align": "top"}),
+)
 
 
 def check_sliding_window_mask(fn) -> None:
@@ -80,14 +101,20 @@ def check_sliding_window_mask(fn) -> None:
     True = may attend, the queries being the last n_q positions, each seeing ``window`` keys."""
     __tracebackhide__ = True
     name = "check_sliding_window_mask"
-    E.ensure_callable(name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
+    E.ensure_callable(
+        name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)"
+    )
     with E.isolated():
         for n_q, n_k, window in WINDOW_CASES:
             what = f"sliding_window_mask({n_q}, {n_k}, {window})"
-            got = E.expect_tensor_output(name, E.call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k))
+            got = E.expect_tensor_output(
+                name, E.call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k)
+            )
             if got.dtype != torch.bool:
                 raise E.fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
-            candidates = [(bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS]
+            candidates = [
+                (bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS
+            ]
             _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
         # as if on another device d: what is made with device=d or moved .to(d) counts as on d (E.Placement)
         what, mixed = "sliding_window_mask(4, 6, 2, device=d), d another device", False
@@ -99,15 +126,26 @@ def check_sliding_window_mask(fn) -> None:
                 raise
             mixed = True  # a part made on the CPU met a part made on d
         if mixed or not placement.is_placed(E.expect_tensor_output(name, got, what, (4, 6))):
-            made = (f"torch.{watch.without_device[0]}(...) is called without device=..." if watch.without_device
-                    else "the tensor you return is on the CPU (device='cpu' or .to('cpu'))")
+            made = (
+                f"torch.{watch.without_device[0]}(...) is called without device=..."
+                if watch.without_device
+                else "the tensor you return is on the CPU (device='cpu' or .to('cpu'))"
+            )
             raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=made)
-    E.passed(name, f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
-             "and made on the requested device")
+    E.passed(
+        name,
+        f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
+        "and made on the requested device",
+    )
 
 
 # --------------------------------------------------------------------------- attend_new_tokens
-CACHE_CASES = ((2, 2, 3, 7, 4, 901), (1, 3, 2, 5, 8, 902), (2, 1, 4, 4, 4, 903), (1, 2, 1, 6, 4, 904))
+CACHE_CASES = (
+    (2, 2, 3, 7, 4, 901),
+    (1, 3, 2, 5, 8, 902),
+    (2, 1, 4, 4, 4, 903),
+    (1, 2, 1, 6, 4, 904),
+)
 
 
 def check_attend_new_tokens(fn) -> None:
@@ -119,19 +157,32 @@ def check_attend_new_tokens(fn) -> None:
     with E.isolated():
         probes = []  # (where, inputs, call)
         for b, h, n_q, n_k, hd, seed in CACHE_CASES:
-            q = E.randn(b, h, n_q, hd, seed=seed)        # (b, h, n_q, hd): the newest tokens
-            k = E.randn(b, h, n_k, hd, seed=seed + 10)   # (b, h, n_k, hd): all tokens
-            v = E.randn(b, h, n_k, hd, seed=seed + 20)   # (b, h, n_k, hd)
+            q = E.randn(b, h, n_q, hd, seed=seed)  # (b, h, n_q, hd): the newest tokens
+            k = E.randn(b, h, n_k, hd, seed=seed + 10)  # (b, h, n_k, hd): all tokens
+            v = E.randn(b, h, n_k, hd, seed=seed + 20)  # (b, h, n_k, hd)
             what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
-            got = E.expect_tensor_output(name, E.call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd))
+            got = E.expect_tensor_output(
+                name, E.call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd)
+            )
             top_left = band(n_q, n_k, n_k, align="top")
-            candidates = [("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
-                          ("cache_mask_missing", lambda: masked_attention(q, k, v, None))]
-            _expect(name, got, masked_attention(q, k, v, band(n_q, n_k, n_k)), f"For {what}:", candidates)
+            candidates = [
+                ("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
+                ("cache_mask_missing", lambda: masked_attention(q, k, v, None)),
+            ]
+            _expect(
+                name,
+                got,
+                masked_attention(q, k, v, band(n_q, n_k, n_k)),
+                f"For {what}:",
+                candidates,
+            )
             _same_dtype(name, got, q, what, "q")
             probes.append((f"For {what}, q, k and v on another device:", (q, k, v), fn))
         _probe_devices(name, probes)
-    E.passed(name, f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)")
+    E.passed(
+        name,
+        f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)",
+    )
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
@@ -161,26 +212,43 @@ def check_padded_causal_attention(fn) -> None:
                 out = masked_attention(q, k, v, allowed)
                 return (out.nan_to_num(0.0) if zero else out)[rows]
 
-            variants = (("padding_mask_inverted", ~keep), ("padding_ignored", causal),
-                        ("padding_not_causal", real[:, None, None, :].expand(b, 1, n, n)))
-            candidates = [(bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)]
-            _expect(name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates)
+            variants = (
+                ("padding_mask_inverted", ~keep),
+                ("padding_ignored", causal),
+                ("padding_not_causal", real[:, None, None, :].expand(b, 1, n, n)),
+            )
+            candidates = [
+                (bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)
+            ]
+            _expect(
+                name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates
+            )
             if not torch.isfinite(got).all():
                 raise E.fail_with(name, "padding_nan_rows", f"For {what}:")
             _same_dtype(name, got, q, what, "q")
             probes.append((f"For {what}, every input on another device:", (q, k, v, real), fn))
         _probe_devices(name, probes)
-    E.passed(name, f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
-             "finite everywhere")
+    E.passed(
+        name,
+        f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
+        "finite everywhere",
+    )
 
 
 # --------------------------------------------------------------------------- apply_rope
-ROPE_CASES = (((2, 3, 5, 8), None, None, 921), ((4, 6), (3, 10, 11, 50), None, 922),
-              ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923))
-ROPE_BUGS = (("rope_layout_mixed", {"layout": "interleaved"}), ("rope_rotation_reversed", {"sign": -1.0}),
-             ("rope_frequency_exponent", {"pair_step": 1}), ("rope_frequency_exponent", {"pair_step": 4}),
-             ("rope_positions_ignored", {"ignore_positions": True}),
-             ("rope_base_ignored", {"base": 10_000.0}))
+ROPE_CASES = (
+    ((2, 3, 5, 8), None, None, 921),
+    ((4, 6), (3, 10, 11, 50), None, 922),
+    ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923),
+)
+ROPE_BUGS = (
+    ("rope_layout_mixed", {"layout": "interleaved"}),
+    ("rope_rotation_reversed", {"sign": -1.0}),
+    ("rope_frequency_exponent", {"pair_step": 1}),
+    ("rope_frequency_exponent", {"pair_step": 4}),
+    ("rope_positions_ignored", {"ignore_positions": True}),
+    ("rope_base_ignored", {"base": 10_000.0}),
+)
 
 
 def check_apply_rope(fn) -> None:
@@ -195,21 +263,40 @@ def check_apply_rope(fn) -> None:
             pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
             kwargs = {} if base is None else {"base": base}
             base = base or 10_000.0
-            what = (f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
-                    f"on x of shape {shape}")
-            got = E.expect_tensor_output(name, E.call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape)
-            candidates = [(bug, partial(rope, x, pos, **{"base": base, **switch}))
-                          for bug, switch in ROPE_BUGS]
+            what = (
+                f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
+                f"on x of shape {shape}"
+            )
+            got = E.expect_tensor_output(
+                name, E.call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape
+            )
+            candidates = [
+                (bug, partial(rope, x, pos, **{"base": base, **switch}))
+                for bug, switch in ROPE_BUGS
+            ]
             _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
             _same_dtype(name, got, x, what, "x")
-            probes.append((f"For {what}, x and positions on another device:", (x, pos),
-                           lambda *inputs, kw=kwargs: fn(*inputs, **kw)))
+            probes.append(
+                (
+                    f"For {what}, x and positions on another device:",
+                    (x, pos),
+                    lambda *inputs, kw=kwargs: fn(*inputs, **kw),
+                )
+            )
         _probe_devices(name, probes)
-    E.passed(name, f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)")
+    E.passed(
+        name,
+        f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)",
+    )
 
 
 # --------------------------------------------------------------------------- repeat_kv
-REPEAT_CASES = ((2, 2, 3, 4, 3, 931), (1, 3, 2, 2, 2, 932), (1, 1, 5, 4, 4, 933), (2, 4, 1, 3, 1, 934))
+REPEAT_CASES = (
+    (2, 2, 3, 4, 3, 931),
+    (1, 3, 2, 2, 2, 932),
+    (1, 1, 5, 4, 4, 933),
+    (2, 4, 1, 3, 1, 934),
+)
 
 
 def check_repeat_kv(fn) -> None:
@@ -225,14 +312,25 @@ def check_repeat_kv(fn) -> None:
             got = E.call_pure(name, fn, (kv,), rep, what=what)
             wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
             if isinstance(got, torch.Tensor) and tuple(got.shape) in wrong_axis and rep > 1:
-                raise E.fail_with(name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
+                raise E.fail_with(
+                    name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}."
+                )
             got = E.expect_tensor_output(name, got, what, (b, g * rep, n, hd))
             candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
             _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
-            probes.append((f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep)))
+            probes.append(
+                (f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep))
+            )
         _probe_devices(name, probes)
-    E.passed(name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
+    E.passed(
+        name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)"
+    )
 
 
-__all__ = ["check_apply_rope", "check_attend_new_tokens", "check_padded_causal_attention", "check_repeat_kv",
-           "check_sliding_window_mask"]
+__all__ = [
+    "check_apply_rope",
+    "check_attend_new_tokens",
+    "check_padded_causal_attention",
+    "check_repeat_kv",
+    "check_sliding_window_mask",
+]

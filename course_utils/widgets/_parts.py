@@ -20,7 +20,9 @@ def _title(ax, text: str, **kwargs) -> None:
         ax.title.set_animated(True)
 
 
-def _tokens(inputs: torch.Tensor | None, labels: Sequence[str] | None, what: str, example=example_inputs):
+def _tokens(
+    inputs: torch.Tensor | None, labels: Sequence[str] | None, what: str, example=example_inputs
+):
     """The explorer's 2-d ``inputs`` on the CPU and one label per row (the example's by default)."""
     if inputs is None:
         inputs, default = example(), EXAMPLE_TOKENS  # a fresh float32 CPU tensor
@@ -31,8 +33,11 @@ def _tokens(inputs: torch.Tensor | None, labels: Sequence[str] | None, what: str
 
 def slider_style() -> dict:
     """Keyword arguments shared by every explorer slider (wide, label in full, update on release)."""
-    return {"style": {"description_width": "initial"}, "layout": {"width": "460px"},
-            "continuous_update": False}
+    return {
+        "style": {"description_width": "initial"},
+        "layout": {"width": "460px"},
+        "continuous_update": False,
+    }
 
 
 def _visible(piece: str) -> str:
@@ -95,4 +100,3 @@ class RowSums:
             text.set_text(f"{value:.2f}")
             text.set_x(min(value, self.ax.get_xlim()[1] - 0.35) + 0.03)
         _title(self.ax, "row sums: all 1" if all(ones) else "not all 1!", fontsize=10)
-

@@ -18,10 +18,27 @@ from ..repro import portable_dropout_mask
 from ..validation import CourseInputError, expect_int, expect_probability
 from ._parts import RowSums, _title, _tokens, slider_style
 
-__all__ = ["QueryView", "query_data", "draw_query", "query_explorer", "SCALING_MAX_D_K", "SCALING_KEYS",
-           "ScalingView", "scaling_data", "draw_scaling", "scaling_explorer", "MASK_MODES", "MaskView",
-           "mask_data", "draw_mask", "mask_explorer", "DropoutView", "dropout_data", "draw_dropout",
-           "dropout_explorer"]
+__all__ = [
+    "QueryView",
+    "query_data",
+    "draw_query",
+    "query_explorer",
+    "SCALING_MAX_D_K",
+    "SCALING_KEYS",
+    "ScalingView",
+    "scaling_data",
+    "draw_scaling",
+    "scaling_explorer",
+    "MASK_MODES",
+    "MaskView",
+    "mask_data",
+    "draw_mask",
+    "mask_explorer",
+    "DropoutView",
+    "dropout_data",
+    "draw_dropout",
+    "dropout_explorer",
+]
 
 
 # ----------------------------------------------------------------------------- 1. one query
@@ -39,15 +56,26 @@ class QueryView:
     value_range: tuple[float, float]
 
 
-def query_data(inputs: torch.Tensor, query: int, labels: Sequence[str] = EXAMPLE_TOKENS) -> QueryView:
+def query_data(
+    inputs: torch.Tensor, query: int, labels: Sequence[str] = EXAMPLE_TOKENS
+) -> QueryView:
     """Scores, softmax weights and context vector of token ``query`` attending to all of ``inputs``."""
-    all_scores = ch.attention_scores(inputs[:, None], inputs)  # (n, n): chapter 01's scores, every query at once
+    all_scores = ch.attention_scores(
+        inputs[:, None], inputs
+    )  # (n, n): chapter 01's scores, every query at once
     all_weights = ch.attention_weights(inputs)  # (n, n)
     contexts = ch.context_vectors(inputs)  # (n, d)
     values = torch.cat([inputs.flatten(), contexts.flatten(), torch.zeros(1)])
-    return QueryView(query, tuple(labels), inputs, all_scores[query], all_weights[query], contexts[query],
-                     (min(0.0, float(all_scores.min())), float(all_scores.max())),
-                     (float(values.min()), float(values.max())))
+    return QueryView(
+        query,
+        tuple(labels),
+        inputs,
+        all_scores[query],
+        all_weights[query],
+        contexts[query],
+        (min(0.0, float(all_scores.min())), float(all_scores.max())),
+        (float(values.min()), float(values.max())),
+    )
 
 
 def draw_query(fig, view: QueryView) -> None:
@@ -61,18 +89,39 @@ def draw_query(fig, view: QueryView) -> None:
         ax_s.set_ylim(low * 1.1, high * 1.15)
         h["weights"] = Bars(ax_w, view.weights, animated=True)
         ax_w.set_ylim(0, 1.15)
-        h["sum"] = ax_w.text(0.99, 0.97, "", transform=ax_w.transAxes, ha="right", va="top", fontsize=9,
-                             animated=True)
+        h["sum"] = ax_w.text(
+            0.99,
+            0.97,
+            "",
+            transform=ax_w.transAxes,
+            ha="right",
+            va="top",
+            fontsize=9,
+            animated=True,
+        )
         positions = torch.arange(d, dtype=torch.float32)
-        h["input"] = Bars(ax_c, view.inputs[q], x=positions - 0.19, width=0.38, colour=P.QUERY_COLOUR,
-                          animated=True)
-        h["context"] = Bars(ax_c, view.context, x=positions + 0.19, width=0.38, colour=P.KEY_COLOUR,
-                            animated=True)
+        h["input"] = Bars(
+            ax_c,
+            view.inputs[q],
+            x=positions - 0.19,
+            width=0.38,
+            colour=P.QUERY_COLOUR,
+            animated=True,
+        )
+        h["context"] = Bars(
+            ax_c, view.context, x=positions + 0.19, width=0.38, colour=P.KEY_COLOUR, animated=True
+        )
         low, high = view.value_range
         ax_c.set_ylim(low - 0.1 * (high - low), high + 0.35 * (high - low))
-        ax_c.legend(handles=[Patch(color=P.QUERY_COLOUR, label="input x(query)"),
-                             Patch(color=P.KEY_COLOUR, label="context z(query)")],
-                    fontsize=8, loc="upper left", frameon=False)
+        ax_c.legend(
+            handles=[
+                Patch(color=P.QUERY_COLOUR, label="input x(query)"),
+                Patch(color=P.KEY_COLOUR, label="context z(query)"),
+            ],
+            fontsize=8,
+            loc="upper left",
+            frameon=False,
+        )
         for ax in (ax_s, ax_w):
             P.tick_labels(ax, view.labels)
         ax_c.set_xticks(range(d), [f"dim {i}" for i in range(d)])
@@ -103,11 +152,21 @@ def query_explorer(inputs: torch.Tensor | None = None, labels: Sequence[str] | N
     start = 1 if x.shape[0] > 1 else 0
 
     def controls(widgets):
-        return {"query": widgets.Dropdown(options=[(f"{i}: {name}", i) for i, name in enumerate(names)],
-                                          value=start, description="query token")}
+        return {
+            "query": widgets.Dropdown(
+                options=[(f"{i}: {name}", i) for i, name in enumerate(names)],
+                value=start,
+                description="query token",
+            )
+        }
 
-    explorer(lambda query: query_data(x, query, names), draw_query, {"query": start}, controls,
-             figsize=(11.0, 3.4))
+    explorer(
+        lambda query: query_data(x, query, names),
+        draw_query,
+        {"query": start},
+        controls,
+        figsize=(11.0, 3.4),
+    )
 
 
 # ----------------------------------------------------------------------------- 2. scaling
@@ -129,7 +188,9 @@ class ScalingView:
 
 
 @functools.lru_cache(maxsize=4)
-def _scaling_sweep(max_d_k: int, n_keys: int, draws: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+def _scaling_sweep(
+    max_d_k: int, n_keys: int, draws: int = 256
+) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(0)
     q = torch.randn(draws, 1, max_d_k, generator=generator)  # (draws, 1, D)
     k = torch.randn(draws, n_keys, max_d_k, generator=generator)  # (draws, keys, D)
@@ -159,8 +220,15 @@ def scaling_data(d_k: int, seed: int = 0) -> ScalingView:
     q, k = _scaling_draw(seed)
     scores = k[:, :d_k] @ q[:d_k]  # (6,)
     plain, scaled = _scaling_sweep(SCALING_MAX_D_K, SCALING_KEYS)
-    return ScalingView(d_k, scores, torch.softmax(scores, dim=0), torch.softmax(scores / math.sqrt(d_k), dim=0),
-                       torch.arange(1, SCALING_MAX_D_K + 1), plain, scaled)
+    return ScalingView(
+        d_k,
+        scores,
+        torch.softmax(scores, dim=0),
+        torch.softmax(scores / math.sqrt(d_k), dim=0),
+        torch.arange(1, SCALING_MAX_D_K + 1),
+        plain,
+        scaled,
+    )
 
 
 def draw_scaling(fig, view: ScalingView) -> None:
@@ -169,7 +237,9 @@ def draw_scaling(fig, view: ScalingView) -> None:
     if not h:
         axes = fig.subplots(1, 3)
         keys = [f"k{j + 1}" for j in range(view.scores.shape[0])]
-        for name, ax, weights in zip(("plain", "scaled"), axes, (view.weights_plain, view.weights_scaled)):
+        for name, ax, weights in zip(
+            ("plain", "scaled"), axes, (view.weights_plain, view.weights_scaled)
+        ):
             h[name] = Bars(ax, weights, animated=True)
             ax.set_ylim(0, 1.15)
             P.tick_labels(ax, keys)
@@ -178,22 +248,30 @@ def draw_scaling(fig, view: ScalingView) -> None:
         dims = view.sweep_d_k.numpy()
         sweep.plot(dims, view.sweep_plain.numpy(), color=P.QUERY_COLOUR, label="q·k")
         sweep.plot(dims, view.sweep_scaled.numpy(), color=P.KEY_COLOUR, label="q·k / √d_k")
-        h["at"] = sweep.axvline(view.d_k, color="#555555", linestyle=":", linewidth=1, animated=True)
+        h["at"] = sweep.axvline(
+            view.d_k, color="#555555", linestyle=":", linewidth=1, animated=True
+        )
         uniform = 1 / view.scores.shape[0]
         sweep.axhline(uniform, color="#999999", linestyle="--", linewidth=0.8)
         sweep.text(1.1, uniform + 0.02, "uniform", fontsize=8, color="#666666")
         sweep.set_xscale("log", base=2)
         sweep.set_ylim(0, 1.05)
         sweep.legend(fontsize=8, loc="center right", frameon=False)
-        P.plain_axes(sweep, "d_k (width of q and k)", "largest weight (average)",
-                     "how peaked? (average of 256 draws)")
+        P.plain_axes(
+            sweep,
+            "d_k (width of q and k)",
+            "largest weight (average)",
+            "how peaked? (average of 256 draws)",
+        )
         h["axes"] = axes
     spread = float(view.scores.std())
     h["plain"].update(view.weights_plain)
     h["scaled"].update(view.weights_scaled)
     h["at"].set_xdata([view.d_k, view.d_k])
     _title(h["axes"][0], f"d_k = {view.d_k}: softmax(q·k), score std {spread:.1f}")
-    _title(h["axes"][1], f"softmax(q·k / √{view.d_k}): score std {spread / math.sqrt(view.d_k):.1f}")
+    _title(
+        h["axes"][1], f"softmax(q·k / √{view.d_k}): score std {spread / math.sqrt(view.d_k):.1f}"
+    )
 
 
 def scaling_explorer(d_k: int = 16, seed: int = 0) -> None:
@@ -209,10 +287,18 @@ def scaling_explorer(d_k: int = 16, seed: int = 0) -> None:
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):
-        return {"d_k": widgets.IntSlider(value=d_k, min=1, max=SCALING_MAX_D_K, description="d_k",
-                                         **slider_style()),
-                "seed": widgets.IntSlider(value=seed, min=0, max=max(50, seed),
-                                          description="random draw (seed)", **slider_style())}
+        return {
+            "d_k": widgets.IntSlider(
+                value=d_k, min=1, max=SCALING_MAX_D_K, description="d_k", **slider_style()
+            ),
+            "seed": widgets.IntSlider(
+                value=seed,
+                min=0,
+                max=max(50, seed),
+                description="random draw (seed)",
+                **slider_style(),
+            ),
+        }
 
     explorer(scaling_data, draw_scaling, {"d_k": d_k, "seed": seed}, controls, figsize=(11.0, 3.4))
 
@@ -226,12 +312,19 @@ MASK_MODES = (
 )
 """The ways to apply a causal mask that :func:`mask_explorer` compares."""
 
-_MASKINGS = dict(zip(MASK_MODES, (  # mode -> (n, n) scores -> (n, n) weights; chapter 03's two ways at d_k = 1
-    lambda scores: torch.softmax(scores, dim=-1),
-    lambda scores: ch.mask_before_softmax(scores, 1),
-    lambda scores: torch.softmax(scores, dim=-1).masked_fill(ch.causal_mask(scores.shape[0]), 0.0),
-    lambda scores: ch.mask_after_softmax(scores, 1),
-)))
+_MASKINGS = dict(
+    zip(
+        MASK_MODES,
+        (  # mode -> (n, n) scores -> (n, n) weights; chapter 03's two ways at d_k = 1
+            lambda scores: torch.softmax(scores, dim=-1),
+            lambda scores: ch.mask_before_softmax(scores, 1),
+            lambda scores: torch.softmax(scores, dim=-1).masked_fill(
+                ch.causal_mask(scores.shape[0]), 0.0
+            ),
+            lambda scores: ch.mask_after_softmax(scores, 1),
+        ),
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -248,7 +341,9 @@ class MaskView:
 def mask_data(scores: torch.Tensor, mode: str, labels: Sequence[str] = EXAMPLE_TOKENS) -> MaskView:
     """Apply a causal mask to square ``scores`` in one of :data:`MASK_MODES`."""
     future = ch.causal_mask(scores.shape[0])  # (n, n) True above the diagonal
-    softmax_input = scores.masked_fill(future, float("-inf")) if mode == MASK_MODES[1] else scores  # (n, n)
+    softmax_input = (
+        scores.masked_fill(future, float("-inf")) if mode == MASK_MODES[1] else scores
+    )  # (n, n)
     weights = _MASKINGS[mode](scores)  # (n, n)
     return MaskView(mode, tuple(labels), softmax_input, weights, weights.sum(dim=-1))
 
@@ -259,10 +354,29 @@ def draw_mask(fig, view: MaskView) -> None:
     if not h:
         ax_in, ax_w, ax_sums = fig.subplots(1, 3, width_ratios=[1, 1, 0.45])
         low, high = P.finite_range(view.softmax_input)
-        h["in"] = draw_map(ax_in, view.softmax_input, view.labels, view.labels, vmin=low, vmax=high,
-                           annotate=n <= 8, title="softmax input", colorbar=False, animated=True)
-        h["weights"] = draw_map(ax_w, view.weights, view.labels, view.labels, vmin=0.0, vmax=1.0, annotate=n <= 8,
-                                ylabel="", animated=True)
+        h["in"] = draw_map(
+            ax_in,
+            view.softmax_input,
+            view.labels,
+            view.labels,
+            vmin=low,
+            vmax=high,
+            annotate=n <= 8,
+            title="softmax input",
+            colorbar=False,
+            animated=True,
+        )
+        h["weights"] = draw_map(
+            ax_w,
+            view.weights,
+            view.labels,
+            view.labels,
+            vmin=0.0,
+            vmax=1.0,
+            annotate=n <= 8,
+            ylabel="",
+            animated=True,
+        )
         h["sums"], h["ax"] = RowSums(ax_sums, view.labels), ax_w
     h["in"].update(view.softmax_input)
     h["weights"].update(view.weights)
@@ -281,15 +395,28 @@ def mask_explorer(scores: torch.Tensor | None = None, labels: Sequence[str] | No
     """
     scores, names = _tokens(scores, labels, "scores", example_scores)
     if scores.shape[0] != scores.shape[1]:
-        raise CourseInputError(f"scores must be a square (n, n) matrix, one row and one column per "
-                               f"token, but got shape {tuple(scores.shape)}.")
+        raise CourseInputError(
+            f"scores must be a square (n, n) matrix, one row and one column per "
+            f"token, but got shape {tuple(scores.shape)}."
+        )
 
     def controls(widgets):
-        return {"mode": widgets.Dropdown(options=list(MASK_MODES), value=MASK_MODES[1], description="masking",
-                                         layout={"width": "460px"})}
+        return {
+            "mode": widgets.Dropdown(
+                options=list(MASK_MODES),
+                value=MASK_MODES[1],
+                description="masking",
+                layout={"width": "460px"},
+            )
+        }
 
-    explorer(lambda mode: mask_data(scores, mode, names), draw_mask, {"mode": MASK_MODES[1]}, controls,
-             figsize=(10.5, 4.0))
+    explorer(
+        lambda mode: mask_data(scores, mode, names),
+        draw_mask,
+        {"mode": MASK_MODES[1]},
+        controls,
+        figsize=(10.5, 4.0),
+    )
 
 
 # ----------------------------------------------------------------------------- 4. dropout
@@ -306,7 +433,9 @@ class DropoutView:
     row_sums: torch.Tensor  # (n,)
 
 
-def dropout_data(weights: torch.Tensor, p: float, seed: int, labels: Sequence[str] = EXAMPLE_TOKENS) -> DropoutView:
+def dropout_data(
+    weights: torch.Tensor, p: float, seed: int, labels: Sequence[str] = EXAMPLE_TOKENS
+) -> DropoutView:
     """Dropout as ``nn.Dropout(p)`` applies it in training, with a mask identical on every machine."""
     mask = portable_dropout_mask(tuple(weights.shape), p, seed)  # (n, m)
     dropped = weights * mask  # (n, m)
@@ -320,13 +449,36 @@ def draw_dropout(fig, view: DropoutView) -> None:
         axes = fig.subplots(1, 4, width_ratios=[1, 1, 1, 0.5])
         m = view.weights.shape[1]
         cols, blank = view.labels if m == n else [str(j) for j in range(m)], [""] * n
-        shared = {"vmin": 0.0, "annotate": max(n, m) <= 8, "colorbar": False}  # one colour bar, drawn below
-        h["weights"] = draw_map(axes[0], view.weights, view.labels, cols, vmax=1.0, xlabel="", title="weights",
-                                **shared)
-        h["mask"] = draw_map(axes[1], view.mask, blank, cols, vmax=2.0, cmap="Greys", ylabel="", animated=True,
-                             **shared)
-        h["dropped"] = draw_map(axes[2], view.dropped, blank, cols, vmax=1.0, xlabel="", ylabel="", animated=True,
-                                **shared)
+        shared = {
+            "vmin": 0.0,
+            "annotate": max(n, m) <= 8,
+            "colorbar": False,
+        }  # one colour bar, drawn below
+        h["weights"] = draw_map(
+            axes[0], view.weights, view.labels, cols, vmax=1.0, xlabel="", title="weights", **shared
+        )
+        h["mask"] = draw_map(
+            axes[1],
+            view.mask,
+            blank,
+            cols,
+            vmax=2.0,
+            cmap="Greys",
+            ylabel="",
+            animated=True,
+            **shared,
+        )
+        h["dropped"] = draw_map(
+            axes[2],
+            view.dropped,
+            blank,
+            cols,
+            vmax=1.0,
+            xlabel="",
+            ylabel="",
+            animated=True,
+            **shared,
+        )
         fig.colorbar(h["weights"].image, ax=axes[2], shrink=0.8)
         h["sums"], h["axes"] = RowSums(axes[3], [""] * n, top=3.0), axes
     scale = 1.0 / (1.0 - view.p)
@@ -336,12 +488,20 @@ def draw_dropout(fig, view: DropoutView) -> None:
     h["dropped"].update(view.dropped)
     h["sums"].update(view.row_sums)
     kept = int((view.mask > 0).sum())
-    _title(h["axes"][1], f"p = {view.p:.2f}, seed {view.seed}: keep mask,\n0 or 1/(1-p) = {scale:.2f}", fontsize=10)
+    _title(
+        h["axes"][1],
+        f"p = {view.p:.2f}, seed {view.seed}: keep mask,\n0 or 1/(1-p) = {scale:.2f}",
+        fontsize=10,
+    )
     _title(h["axes"][2], f"weights × mask: kept {kept} of {view.mask.numel()}", fontsize=10)
 
 
-def dropout_explorer(weights: torch.Tensor | None = None, labels: Sequence[str] | None = None,
-                     p: float = 0.5, seed: int = 123) -> None:
+def dropout_explorer(
+    weights: torch.Tensor | None = None,
+    labels: Sequence[str] | None = None,
+    p: float = 0.5,
+    seed: int = 123,
+) -> None:
     """Slide the drop probability p and the seed; see the dropped, rescaled weights and row sums.
 
     The mask comes from ``cu.portable_dropout_mask``, so it is the same on every machine.
@@ -359,10 +519,25 @@ def dropout_explorer(weights: torch.Tensor | None = None, labels: Sequence[str] 
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):
-        return {"p": widgets.FloatSlider(value=p, min=0.0, max=0.9, step=0.05, readout_format=".2f",
-                                         description="drop probability p", **slider_style()),
-                "seed": widgets.IntSlider(value=seed, min=0, max=max(200, seed), description="seed",
-                                          **slider_style())}
+        return {
+            "p": widgets.FloatSlider(
+                value=p,
+                min=0.0,
+                max=0.9,
+                step=0.05,
+                readout_format=".2f",
+                description="drop probability p",
+                **slider_style(),
+            ),
+            "seed": widgets.IntSlider(
+                value=seed, min=0, max=max(200, seed), description="seed", **slider_style()
+            ),
+        }
 
-    explorer(lambda p, seed: dropout_data(w, p, seed, names), draw_dropout, {"p": p, "seed": seed}, controls,
-             figsize=(12.0, 3.9))
+    explorer(
+        lambda p, seed: dropout_data(w, p, seed, names),
+        draw_dropout,
+        {"p": p, "seed": seed},
+        controls,
+        figsize=(12.0, 3.9),
+    )

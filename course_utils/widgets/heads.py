@@ -12,11 +12,33 @@ from ..chapters import CausalAttention, head_weights, score_bytes
 from ..plotting import draw_map, explorer, handles
 from ..tokenizer import gpt2_tokenizer
 from ..validation import CourseInputError, expect_int
-from ._parts import _byte_axis, _divisors, _gpu_lines, _one_of, _title, _visible, format_bytes, slider_style
+from ._parts import (
+    _byte_axis,
+    _divisors,
+    _gpu_lines,
+    _one_of,
+    _title,
+    _visible,
+    format_bytes,
+    slider_style,
+)
 
-__all__ = ["HEAD_D_MODEL", "HEAD_CONTEXT", "HEAD_TEXT", "HeadView", "head_data", "draw_head", "head_explorer",
-           "MEMORY_LENGTHS", "DTYPE_BYTES", "MemoryView", "format_bytes", "memory_data", "draw_memory",
-           "memory_explorer"]
+__all__ = [
+    "HEAD_D_MODEL",
+    "HEAD_CONTEXT",
+    "HEAD_TEXT",
+    "HeadView",
+    "head_data",
+    "draw_head",
+    "head_explorer",
+    "MEMORY_LENGTHS",
+    "DTYPE_BYTES",
+    "MemoryView",
+    "format_bytes",
+    "memory_data",
+    "draw_memory",
+    "memory_explorer",
+]
 
 
 # ----------------------------------------------------------------------------- 5. heads
@@ -46,8 +68,10 @@ def _head_layer(num_heads: int, seed: int):
         torch.manual_seed(seed)
         tokens = torch.nn.Embedding(gpt2_tokenizer().n_vocab, HEAD_D_MODEL)
         positions = torch.nn.Embedding(HEAD_CONTEXT, HEAD_D_MODEL)
-        heads = [CausalAttention(HEAD_D_MODEL, HEAD_D_MODEL // num_heads, HEAD_CONTEXT, 0.0)
-                 for _ in range(num_heads)]
+        heads = [
+            CausalAttention(HEAD_D_MODEL, HEAD_D_MODEL // num_heads, HEAD_CONTEXT, 0.0)
+            for _ in range(num_heads)
+        ]
     return tokens, positions, heads
 
 
@@ -87,10 +111,21 @@ def draw_head(fig, view: HeadView) -> None:
         fig.clear()
         h.clear()
         ax = fig.add_subplot()
-        h["heat"] = draw_map(ax, view.weights[view.head], view.pieces, view.pieces, vmin=0.0, vmax=1.0,
-                             annotate=len(view.pieces) <= 8, animated=True)
-        fig.suptitle(f"untrained layer (seed {view.seed}): every head starts with its own random pattern",
-                     fontsize=9, color="#444444")
+        h["heat"] = draw_map(
+            ax,
+            view.weights[view.head],
+            view.pieces,
+            view.pieces,
+            vmin=0.0,
+            vmax=1.0,
+            annotate=len(view.pieces) <= 8,
+            animated=True,
+        )
+        fig.suptitle(
+            f"untrained layer (seed {view.seed}): every head starts with its own random pattern",
+            fontsize=9,
+            color="#444444",
+        )
         h["pieces"], h["ax"] = view.pieces, ax
     h["heat"].update(view.weights[view.head])
     more = f" (first {HEAD_CONTEXT} tokens)" if view.truncated else ""
@@ -109,18 +144,33 @@ def head_explorer(text: str = HEAD_TEXT, num_heads: int = 4, seed: int = 123) ->
     """
     expect_int(num_heads, "num_heads", minimum=1)
     if HEAD_D_MODEL % num_heads:
-        raise CourseInputError(f"num_heads must divide the model width d_model={HEAD_D_MODEL} (one of "
-                               f"{_divisors(HEAD_D_MODEL)}), but got {num_heads}.")
+        raise CourseInputError(
+            f"num_heads must divide the model width d_model={HEAD_D_MODEL} (one of "
+            f"{_divisors(HEAD_D_MODEL)}), but got {num_heads}."
+        )
     expect_int(seed, "seed", minimum=0)
 
     def controls(widgets):
-        return {"text": widgets.Text(value=text, description="text (press Enter)", continuous_update=False,
-                                     style={"description_width": "initial"}, layout={"width": "620px"}),
-                "head": widgets.IntSlider(value=0, min=0, max=num_heads - 1, description="head",
-                                          **slider_style())}
+        return {
+            "text": widgets.Text(
+                value=text,
+                description="text (press Enter)",
+                continuous_update=False,
+                style={"description_width": "initial"},
+                layout={"width": "620px"},
+            ),
+            "head": widgets.IntSlider(
+                value=0, min=0, max=num_heads - 1, description="head", **slider_style()
+            ),
+        }
 
-    explorer(lambda text, head: head_data(text, head, num_heads, seed), draw_head, {"text": text, "head": 0},
-             controls, figsize=(7.0, 5.6))
+    explorer(
+        lambda text, head: head_data(text, head, num_heads, seed),
+        draw_head,
+        {"text": text, "head": 0},
+        controls,
+        figsize=(7.0, 5.6),
+    )
 
 
 # ----------------------------------------------------------------------------- 6. memory
@@ -149,15 +199,21 @@ class MemoryView:
 _LENGTHS = torch.logspace(4, 17, 200, base=2, dtype=torch.float64)  # (200,) 16 to 131,072 tokens
 
 
-def memory_data(n: int, heads: int = 12, batch: int = 1, d_model: int = 768,
-                bytes_per_value: int = 4) -> MemoryView:
+def memory_data(
+    n: int, heads: int = 12, batch: int = 1, d_model: int = 768, bytes_per_value: int = 4
+) -> MemoryView:
     """Bytes of the (batch, heads, n, n) score matrix and of the (batch, n, d_model) activations.
 
     The score matrix grows with n squared, the activations with n: the scores are
     ``heads * n / d_model`` times larger. Defaults are GPT-2 small (12 heads, width 768) in float32.
     """
     return MemoryView(
-        n, heads, batch, d_model, bytes_per_value, _LENGTHS,
+        n,
+        heads,
+        batch,
+        d_model,
+        bytes_per_value,
+        _LENGTHS,
         score_bytes=batch * heads * _LENGTHS**2 * bytes_per_value,
         activation_bytes=batch * _LENGTHS * d_model * bytes_per_value,
         score_now=score_bytes(batch, heads, n, bytes_per_value),  # chapter 07's count
@@ -171,20 +227,50 @@ def draw_memory(fig, view: MemoryView) -> None:
     lengths = view.lengths.numpy()
     if not h:
         ax = fig.add_subplot()
-        h["scores"], = ax.plot(lengths, view.score_bytes.numpy(), color=P.QUERY_COLOUR, linewidth=2,
-                               label="scores / weights (b, h, n, n): grows like n²", animated=True)
-        h["acts"], = ax.plot(lengths, view.activation_bytes.numpy(), color=P.KEY_COLOUR, linewidth=2,
-                             label="activations (b, n, d): grows like n", animated=True)
+        (h["scores"],) = ax.plot(
+            lengths,
+            view.score_bytes.numpy(),
+            color=P.QUERY_COLOUR,
+            linewidth=2,
+            label="scores / weights (b, h, n, n): grows like n²",
+            animated=True,
+        )
+        (h["acts"],) = ax.plot(
+            lengths,
+            view.activation_bytes.numpy(),
+            color=P.KEY_COLOUR,
+            linewidth=2,
+            label="activations (b, n, d): grows like n",
+            animated=True,
+        )
         _gpu_lines(ax, (16, 80), lengths[0], 2**30, 1.25)
-        for key, colour, dy, ha, va in (("s", P.QUERY_COLOUR, 6, "right", "bottom"),
-                                        ("a", P.KEY_COLOUR, -6, "left", "top")):
-            h[f"dot_{key}"], = ax.plot([], [], "o", color=colour, animated=True)
-            h[f"text_{key}"] = ax.annotate("", (0, 0), xytext=(8, dy), textcoords="offset points", fontsize=9,
-                                           color=colour, ha=ha, va=va, animated=True)
+        for key, colour, dy, ha, va in (
+            ("s", P.QUERY_COLOUR, 6, "right", "bottom"),
+            ("a", P.KEY_COLOUR, -6, "left", "top"),
+        ):
+            (h[f"dot_{key}"],) = ax.plot([], [], "o", color=colour, animated=True)
+            h[f"text_{key}"] = ax.annotate(
+                "",
+                (0, 0),
+                xytext=(8, dy),
+                textcoords="offset points",
+                fontsize=9,
+                color=colour,
+                ha=ha,
+                va=va,
+                animated=True,
+            )
         h["at"] = ax.axvline(view.n, color="#555555", linestyle=":", linewidth=1, animated=True)
-        h["equal"] = ax.annotate("", (0, 0), xytext=(14, -22), textcoords="offset points", fontsize=8.5,
-                                 color="#444444", animated=True,
-                                 arrowprops={"arrowstyle": "-", "color": "#888888", "linewidth": 0.8})
+        h["equal"] = ax.annotate(
+            "",
+            (0, 0),
+            xytext=(14, -22),
+            textcoords="offset points",
+            fontsize=8.5,
+            color="#444444",
+            animated=True,
+            arrowprops={"arrowstyle": "-", "color": "#888888", "linewidth": 0.8},
+        )
         ax.set_xscale("log", base=2)
         ticks = [4**k for k in range(2, 9)]
         ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
@@ -205,12 +291,18 @@ def draw_memory(fig, view: MemoryView) -> None:
     h["equal"].set_visible(bool(lengths[0] <= equal <= lengths[-1]))
     h["equal"].xy = (equal, view.batch * equal * view.d_model * view.bytes_per_value)
     h["equal"].set_text(f"equal at n = d / h = {equal:,.4g}")
-    dtype = next((name for name, size in DTYPE_BYTES.items() if size == view.bytes_per_value),
-                 f"{view.bytes_per_value}-byte values")
+    dtype = next(
+        (name for name, size in DTYPE_BYTES.items() if size == view.bytes_per_value),
+        f"{view.bytes_per_value}-byte values",
+    )
     ratio = view.score_now / view.activation_now
     times = f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.2g}"
-    _title(h["ax"], f"b = {view.batch}, h = {view.heads}, d = {view.d_model}, {dtype}: at n = {view.n:,} "
-                    f"the scores take {times}× the activations' memory", fontsize=10)
+    _title(
+        h["ax"],
+        f"b = {view.batch}, h = {view.heads}, d = {view.d_model}, {dtype}: at n = {view.n:,} "
+        f"the scores take {times}× the activations' memory",
+        fontsize=10,
+    )
 
 
 def memory_explorer(n: int = 1024, heads: int = 12, batch: int = 1, d_model: int = 768) -> None:
@@ -224,15 +316,36 @@ def memory_explorer(n: int = 1024, heads: int = 12, batch: int = 1, d_model: int
     Notebook: ``cu.widgets.memory_explorer()``
     """
     _one_of(n, "n", MEMORY_LENGTHS)
-    for value, name, top in ((heads, "heads", 32), (batch, "batch", 64), (d_model, "d_model", 2**16)):
+    for value, name, top in (
+        (heads, "heads", 32),
+        (batch, "batch", 64),
+        (d_model, "d_model", 2**16),
+    ):
         expect_int(value, name, minimum=1, maximum=top)
 
     def controls(widgets):
-        return {"n": widgets.SelectionSlider(options=[(f"{k:,}", k) for k in MEMORY_LENGTHS], value=n,
-                                             description="sequence length n", **slider_style()),
-                "heads": widgets.IntSlider(value=heads, min=1, max=32, description="heads h", **slider_style()),
-                "batch": widgets.IntSlider(value=batch, min=1, max=64, description="batch b", **slider_style()),
-                "dtype": widgets.Dropdown(options=list(DTYPE_BYTES.items()), value=4, description="dtype")}
+        return {
+            "n": widgets.SelectionSlider(
+                options=[(f"{k:,}", k) for k in MEMORY_LENGTHS],
+                value=n,
+                description="sequence length n",
+                **slider_style(),
+            ),
+            "heads": widgets.IntSlider(
+                value=heads, min=1, max=32, description="heads h", **slider_style()
+            ),
+            "batch": widgets.IntSlider(
+                value=batch, min=1, max=64, description="batch b", **slider_style()
+            ),
+            "dtype": widgets.Dropdown(
+                options=list(DTYPE_BYTES.items()), value=4, description="dtype"
+            ),
+        }
 
-    explorer(lambda n, heads, batch, dtype: memory_data(n, heads, batch, d_model, dtype), draw_memory,
-             {"n": n, "heads": heads, "batch": batch, "dtype": 4}, controls, figsize=(8.0, 4.6))
+    explorer(
+        lambda n, heads, batch, dtype: memory_data(n, heads, batch, d_model, dtype),
+        draw_memory,
+        {"n": n, "heads": heads, "batch": batch, "dtype": 4},
+        controls,
+        figsize=(8.0, 4.6),
+    )

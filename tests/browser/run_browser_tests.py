@@ -73,16 +73,33 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "browser"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
 ]
 VIEWPORT = {"width": 1280, "height": 900}
 COURSE_FOLDERS = ("solutions", "notebooks")
 EXERCISE_FOLDER = "notebooks"
 STATIC_ENV_VAR = "COURSE_STATIC_WIDGETS"
 WIDGETS_EXTENSION = re.compile(r"/lab/extensions/@jupyter-widgets/jupyterlab-manager/")
-COPY_IGNORE = shutil.ignore_patterns(".git", ".venv*", "venv", "results", "tests", "__pycache__", ".pytest_cache",
-                                     ".ruff_cache", ".ipynb_checkpoints", "node_modules", "*.egg-info")
+COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv*",
+    "venv",
+    "results",
+    "tests",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".ipynb_checkpoints",
+    "node_modules",
+    "*.egg-info",
+)
 LAB_SETTINGS = {
     # No pop-ups, no writes behind our back, every cell in the DOM (the notebook is not virtualised).
     "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
@@ -113,7 +130,9 @@ class NotebookReport:
     controls_moved: int = 0
     saved: object | None = field(default=None, repr=False)  # the notebook as saved after the run
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase
-    latencies: dict[str, list[float]] = field(default_factory=dict)  # explorer -> ms from a move to its picture
+    latencies: dict[str, list[float]] = field(
+        default_factory=dict
+    )  # explorer -> ms from a move to its picture
 
     def lap(self, phase: str, since: list[float]) -> None:
         now = time.monotonic()
@@ -125,9 +144,15 @@ class NotebookReport:
         return not self.problems
 
     def format(self) -> str:
-        head = (f"{'PASS' if self.ok else 'FAIL'} {self.path} ({self.seconds:.1f} s; {self.figures} figures, "
-                f"{self.explorers} explorers, {self.controls_moved} controls moved)")
-        lines = [head] + [f"    problem: {p}" for p in self.problems] + [f"    note: {n}" for n in self.notes]
+        head = (
+            f"{'PASS' if self.ok else 'FAIL'} {self.path} ({self.seconds:.1f} s; {self.figures} figures, "
+            f"{self.explorers} explorers, {self.controls_moved} controls moved)"
+        )
+        lines = (
+            [head]
+            + [f"    problem: {p}" for p in self.problems]
+            + [f"    note: {n}" for n in self.notes]
+        )
         if self.screenshot:
             lines.append(f"    screenshot: {self.screenshot}")
         if self.timings:
@@ -137,8 +162,12 @@ class NotebookReport:
 
     def latency_lines(self) -> list[str]:
         """One line per explorer: the median and each move's time from the control to the new picture."""
-        return [f"{name}: median {statistics.median(ms):.0f} ms over {len(ms)} moves "
-                f"({', '.join(f'{m:.0f}' for m in ms)})" for name, ms in self.latencies.items() if ms]
+        return [
+            f"{name}: median {statistics.median(ms):.0f} ms over {len(ms)} moves "
+            f"({', '.join(f'{m:.0f}' for m in ms)})"
+            for name, ms in self.latencies.items()
+            if ms
+        ]
 
 
 def strip_ansi(text: str) -> str:
@@ -166,9 +195,13 @@ def execution_problems(nb, exercise: bool) -> tuple[list[str], list[str]]:
                 if first_error is None:
                     first_error = (index, out)
                 else:
-                    problems.append(f"cell {index}: another error: {out.get('ename')}: {out.get('evalue')}")
+                    problems.append(
+                        f"cell {index}: another error: {out.get('ename')}: {out.get('evalue')}"
+                    )
             elif out.get("output_type") == "stream" and out.get("name") == "stderr":
-                problems.append(f"cell {index}: wrote to stderr: {_first_line(out.get('text', ''))!r}")
+                problems.append(
+                    f"cell {index}: wrote to stderr: {_first_line(out.get('text', ''))!r}"
+                )
     stop = len(nb.cells)
     if first_error is not None:
         index, out = first_error
@@ -180,14 +213,20 @@ def execution_problems(nb, exercise: bool) -> tuple[list[str], list[str]]:
         reported = "NotImplementedError" in f"{evalue}\n{traceback}" and stub_above
         if exercise and (raised or reported):
             later = sum(1 for i, c in code if i > index and c.source.strip())
-            notes.append(f"Run All stopped at the exercise stub's NotImplementedError in cell {index} "
-                         f"(expected); {later} later code cells not run")
+            notes.append(
+                f"Run All stopped at the exercise stub's NotImplementedError in cell {index} "
+                f"(expected); {later} later code cells not run"
+            )
         elif exercise:
-            problems.append(f"cell {index}: {ename}: {evalue} (the only error allowed in an exercise is "
-                            f"the NotImplementedError raised by an exercise stub)")
+            problems.append(
+                f"cell {index}: {ename}: {evalue} (the only error allowed in an exercise is "
+                f"the NotImplementedError raised by an exercise stub)"
+            )
         else:
             problems.append(f"cell {index}: {ename}: {evalue}")
-    never_ran = [i for i, c in code if i < stop and c.source.strip() and c.get("execution_count") is None]
+    never_ran = [
+        i for i, c in code if i < stop and c.source.strip() and c.get("execution_count") is None
+    ]
     if never_ran:
         problems.append(f"code cells never ran: {never_ran}")
     return problems, notes
@@ -200,14 +239,20 @@ def figure_references(nb) -> list[str]:
         if cell.cell_type != "markdown":
             continue
         for ref in MARKDOWN_IMAGE.findall(cell.source) + HTML_IMAGE.findall(cell.source):
-            if ref.startswith("attachment:") or ("figures/" in ref and not re.match(r"^[a-z]+:", ref)):
+            if ref.startswith("attachment:") or (
+                "figures/" in ref and not re.match(r"^[a-z]+:", ref)
+            ):
                 refs.append(ref)
     return refs
 
 
 def explorer_cells(nb) -> list[int]:
-    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and
-            (EXPLORER_TAG in c.metadata.get("tags", []) or EXPLORER_CALL.search(c.source))]
+    return [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        and (EXPLORER_TAG in c.metadata.get("tags", []) or EXPLORER_CALL.search(c.source))
+    ]
 
 
 # ----------------------------------------------------------------------------- server
@@ -246,14 +291,22 @@ class LabServer:
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.pop(STATIC_ENV_VAR, None)  # the explorers must be live widgets here
-        for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
-                     "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR", "IPYTHONDIR"):
+        for name in (
+            "JUPYTER_CONFIG_DIR",
+            "JUPYTER_DATA_DIR",
+            "JUPYTER_RUNTIME_DIR",
+            "JUPYTERLAB_SETTINGS_DIR",
+            "JUPYTERLAB_WORKSPACES_DIR",
+            "IPYTHONDIR",
+        ):
             path = self.workdir / name.lower()
             path.mkdir(parents=True, exist_ok=True)
             env[name] = str(path)
         for plugin, values in LAB_SETTINGS.items():
             package, name = plugin.rsplit("/", 1)
-            target = self.workdir / "jupyterlab_settings_dir" / package / f"{name}.jupyterlab-settings"
+            target = (
+                self.workdir / "jupyterlab_settings_dir" / package / f"{name}.jupyterlab-settings"
+            )
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(values))
         return env
@@ -262,18 +315,32 @@ class LabServer:
         env = self._env()
         for _attempt in range(3):
             self.port = free_port()
-            cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                   f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                   f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-                   "--LabApp.news_url=None"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={self.port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={self.token}",
+                f"--ServerApp.root_dir={self.root}",
+                "--LabApp.news_url=None",
+            ]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 cmd.append("--allow-root")
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "ab") as log:
                 # Own process group: stop() ends the server and the kernels it started, by its PID.
-                self.proc = subprocess.Popen(cmd, env=env, cwd=self.workdir, stdout=log,
-                                             stderr=subprocess.STDOUT, start_new_session=True,
-                                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                self.proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    cwd=self.workdir,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and self.proc.poll() is None:
                 try:
@@ -285,19 +352,29 @@ class LabServer:
         raise RuntimeError(f"JupyterLab did not start; see {self.log_path}")
 
     def api(self, method: str, path: str):
-        request = urllib.request.Request(self.base + path, method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            self.base + path, method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             body = response.read()
         return json.loads(body) if body else None
 
     def start_kernel(self, relpath: str) -> None:
         """Start the notebook's kernel now (JupyterLab joins this session when it opens the file)."""
-        body = json.dumps({"path": relpath, "type": "notebook", "name": Path(relpath).name,
-                           "kernel": {"name": "python3"}}).encode()
-        request = urllib.request.Request(self.base + "/api/sessions", data=body, method="POST",
-                                         headers={"Authorization": f"token {self.token}",
-                                                  "Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "path": relpath,
+                "type": "notebook",
+                "name": Path(relpath).name,
+                "kernel": {"name": "python3"},
+            }
+        ).encode()
+        request = urllib.request.Request(
+            self.base + "/api/sessions",
+            data=body,
+            method="POST",
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60):
             pass
 
@@ -388,8 +465,14 @@ class BrowserLab:
     ``check`` gets its own browser; a worker thread calls ``release_browser`` when done.
     """
 
-    def __init__(self, course: Path = ROOT, results: Path = RESULTS, run_timeout: float = 300,
-                 wait: float = 180, redraw_timeout: float = 60):
+    def __init__(
+        self,
+        course: Path = ROOT,
+        results: Path = RESULTS,
+        run_timeout: float = 300,
+        wait: float = 180,
+        redraw_timeout: float = 60,
+    ):
         """``run_timeout``: seconds for one notebook's Run All; ``wait``: for any other step of the
         page (loading, kernel start, saving, pictures); ``redraw_timeout``: for an explorer's plot
         to change after a control moved. Generous: a loaded machine is slow, not broken."""
@@ -418,8 +501,10 @@ class BrowserLab:
 
     def _start(self) -> None:
         if not Path(CHROMIUM).exists():
-            raise RuntimeError(f"no Chromium at {CHROMIUM}: run `make test-browser` (it installs it) "
-                               f"or set CHROMIUM=/path/to/chromium")
+            raise RuntimeError(
+                f"no Chromium at {CHROMIUM}: run `make test-browser` (it installs it) "
+                f"or set CHROMIUM=/path/to/chromium"
+            )
         self._tmp = Path(tempfile.mkdtemp(prefix="course-browser-"))
         served = self._tmp / "course"
         copy_course(self.course, served)
@@ -454,7 +539,9 @@ class BrowserLab:
 
             local.contexts, local.pages = {}, {}
             local.playwright = sync_playwright().start()
-            local.browser = local.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            local.browser = local.playwright.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS
+            )
         return local.browser
 
     def release_browser(self) -> None:
@@ -514,8 +601,14 @@ class BrowserLab:
             start()
 
     # -- one notebook
-    def check(self, relpath: str, exercise: bool | None = None, block_widgets: bool = False,
-              screenshot_name: str | None = None, redraw_timeout: float | None = None) -> NotebookReport:
+    def check(
+        self,
+        relpath: str,
+        exercise: bool | None = None,
+        block_widgets: bool = False,
+        screenshot_name: str | None = None,
+        redraw_timeout: float | None = None,
+    ) -> NotebookReport:
         """Run one notebook (path relative to the served course) and report what went wrong.
 
         ``exercise`` defaults to "the notebook sits in a folder named notebooks/"; ``block_widgets``
@@ -527,17 +620,28 @@ class BrowserLab:
         started = time.monotonic()
         self.prestart(relpath)
         page = self._page(block_widgets)
-        shot = self.results / (screenshot_name or relpath.replace("/", "__").removesuffix(".ipynb") + ".png")
+        shot = self.results / (
+            screenshot_name or relpath.replace("/", "__").removesuffix(".ipynb") + ".png"
+        )
         healthy = False
         try:
-            self._check(page, relpath, report, self.redraw_timeout if redraw_timeout is None else redraw_timeout)
+            self._check(
+                page,
+                relpath,
+                report,
+                self.redraw_timeout if redraw_timeout is None else redraw_timeout,
+            )
             healthy = True
         except Exception as exc:  # a timeout or a vanished element: report it, keep going
-            report.problems.append(f"{type(exc).__name__}: {strip_ansi(str(exc)).splitlines()[0][:300]}")
+            report.problems.append(
+                f"{type(exc).__name__}: {strip_ansi(str(exc)).splitlines()[0][:300]}"
+            )
         finally:
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(shot))
-                report.screenshot = str(shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot)
+                report.screenshot = str(
+                    shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot
+                )
             try:
                 if not healthy:
                     raise RuntimeError("start the next notebook on a fresh page")
@@ -563,13 +667,18 @@ class BrowserLab:
             page.locator(".jp-Dialog input").press("Enter")
         else:
             page.goto(f"{server.base}{tree}?reset&token={server.token}")
-        page.locator(".lm-DockPanel-tabBar .lm-mod-current .lm-TabBar-tabLabel",
-                     has_text=re.compile(f"^{re.escape(Path(relpath).name)}$")).wait_for()
+        page.locator(
+            ".lm-DockPanel-tabBar .lm-mod-current .lm-TabBar-tabLabel",
+            has_text=re.compile(f"^{re.escape(Path(relpath).name)}$"),
+        ).wait_for()
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         report.lap("open", clock)
         # A Run All clicked before the kernel exists is silently dropped: wait for "| Idle".
-        poll(lambda: any(t.endswith("| Idle") for t in page.evaluate(JS_KERNEL_STATUS)), self.wait,
-             what="the kernel to be idle")
+        poll(
+            lambda: any(t.endswith("| Idle") for t in page.evaluate(JS_KERNEL_STATUS)),
+            self.wait,
+            what="the kernel to be idle",
+        )
         report.lap("kernel", clock)
         self._menu(page, "Run", "Run All Cells")
         self._wait_run_finished(page)
@@ -595,11 +704,20 @@ class BrowserLab:
         self._menu(page, "File", "Close All Tabs")
         dialog = page.locator(".jp-Dialog")
         with contextlib.suppress(Timeout):
-            poll(lambda: dialog.count() > 0 or page.locator(".jp-Notebook").count() == 0, self.wait,
-                 what="the notebook to close")
-        if dialog.count():  # "Save your work?": the notebook was saved; what changed since is the test's
+            poll(
+                lambda: dialog.count() > 0 or page.locator(".jp-Notebook").count() == 0,
+                self.wait,
+                what="the notebook to close",
+            )
+        if (
+            dialog.count()
+        ):  # "Save your work?": the notebook was saved; what changed since is the test's
             dialog.locator("button", has_text=re.compile("Discard|Don.t Save")).first.click()
-        poll(lambda: page.locator(".jp-Notebook").count() == 0, self.wait, what="the notebook to close")
+        poll(
+            lambda: page.locator(".jp-Notebook").count() == 0,
+            self.wait,
+            what="the notebook to close",
+        )
 
     def _menu(self, page, menu: str, item: str) -> None:
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{menu}$")).click()
@@ -611,7 +729,11 @@ class BrowserLab:
         def finished():
             prompts = page.evaluate(JS_PROMPTS)
             idle = any(t.endswith("| Idle") for t in page.evaluate(JS_KERNEL_STATUS))
-            done = idle and not any("*" in p for p in prompts) and any(re.search(r"\d", p) for p in prompts)
+            done = (
+                idle
+                and not any("*" in p for p in prompts)
+                and any(re.search(r"\d", p) for p in prompts)
+            )
             state = (done, tuple(prompts))
             stable = done and last[0] == state
             last[0] = state
@@ -636,7 +758,9 @@ class BrowserLab:
         refs = figure_references(nb)
         report.figures = len(rendered)
         if len(rendered) != len(refs):
-            report.problems.append(f"{len(refs)} figures referenced in the markdown but {len(rendered)} rendered")
+            report.problems.append(
+                f"{len(refs)} figures referenced in the markdown but {len(rendered)} rendered"
+            )
         skipped = len(found) - len(local)
         if skipped:
             report.notes.append(f"{skipped} external pictures not checked (offline browser)")
@@ -652,14 +776,18 @@ class BrowserLab:
         except Timeout:
             cells = page.evaluate(JS_CELLS)
         if len(cells) != len(saved.cells):
-            report.problems.append(f"the page shows {len(cells)} cells, the notebook has {len(saved.cells)}")
+            report.problems.append(
+                f"the page shows {len(cells)} cells, the notebook has {len(saved.cells)}"
+            )
             return
         for index, cell in enumerate(cells):
             for out in cell["outputs"]:
                 text = out["text"]
                 if not out["widget"] and WIDGET_AS_TEXT.search(text):
-                    report.problems.append(f"cell {index}: a widget is shown as text ({_first_line(text, 60)!r}): "
-                                           f"the ipywidgets lab extension did not load")
+                    report.problems.append(
+                        f"cell {index}: a widget is shown as text ({_first_line(text, 60)!r}): "
+                        f"the ipywidgets lab extension did not load"
+                    )
                 elif "Error displaying widget" in text:
                     report.problems.append(f"cell {index}: {_first_line(text)}")
                 elif "Loading widget" in text:
@@ -667,13 +795,15 @@ class BrowserLab:
         for index in explorer_cells(saved):
             nb_cell = saved.cells[index]
             ran_clean = nb_cell.get("execution_count") is not None and not any(
-                o.get("output_type") == "error" for o in nb_cell.get("outputs", []))
+                o.get("output_type") == "error" for o in nb_cell.get("outputs", [])
+            )
             if ran_clean and not any(o["widget"] for o in cells[index]["outputs"]):
                 report.problems.append(f"cell {index}: explorer cell shows no widget")
 
     def _check_explorers(self, page, report: NotebookReport, redraw_timeout: float) -> None:
-        explorers = page.locator(".jp-Notebook .jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output"
-                                 ).filter(has=page.locator(PLOT_WIDGETS))
+        explorers = page.locator(
+            ".jp-Notebook .jp-Cell-outputArea > .jp-OutputArea-child > .jp-OutputArea-output"
+        ).filter(has=page.locator(PLOT_WIDGETS))
         first = None
         for number in range(explorers.count()):
             explorer = explorers.nth(number)
@@ -686,7 +816,9 @@ class BrowserLab:
             latencies = report.latencies.setdefault(f"{where} {name}".strip(), [])
             explorer.scroll_into_view_if_needed()
             try:
-                before = poll(lambda e=explorer: _plot_ready(e), self.wait, what=f"{where}'s first plot")
+                before = poll(
+                    lambda e=explorer: _plot_ready(e), self.wait, what=f"{where}'s first plot"
+                )
             except Timeout:
                 report.problems.append(f"{where}: shows no plot (no loaded picture in its Output)")
                 continue
@@ -698,18 +830,29 @@ class BrowserLab:
                     label = _control_label(control) or f"{kind} {i + 1}"
                     moved_at = _move(page, kind, control)
                     if moved_at is None:
-                        report.notes.append(f"{where}: {kind} {label!r} has a single value; not moved")
+                        report.notes.append(
+                            f"{where}: {kind} {label!r} has a single value; not moved"
+                        )
                         continue
                     moved_any = True
                     report.controls_moved += 1
                     try:
-                        poll(lambda e=explorer, b=before: _plot_changed(e, b["key"]), redraw_timeout, interval=0.02,
-                             what=f"{where}'s plot to change")
+                        poll(
+                            lambda e=explorer, b=before: _plot_changed(e, b["key"]),
+                            redraw_timeout,
+                            interval=0.02,
+                            what=f"{where}'s plot to change",
+                        )
                         latencies.append((time.monotonic() - moved_at) * 1000)
-                        before = poll(lambda e=explorer, b=before: _plot_ready(e, b["key"]), redraw_timeout,
-                                      what=f"{where}'s plot to settle")
+                        before = poll(
+                            lambda e=explorer, b=before: _plot_ready(e, b["key"]),
+                            redraw_timeout,
+                            what=f"{where}'s plot to settle",
+                        )
                     except Timeout:
-                        report.problems.append(f"{where}: moving {kind} {label!r} did not change the plot")
+                        report.problems.append(
+                            f"{where}: moving {kind} {label!r} did not change the plot"
+                        )
             if not moved_any:
                 report.problems.append(f"{where}: has no control that could be moved")
             skipped = explorer.locator(SKIPPED_CONTROLS).count()
@@ -802,11 +945,16 @@ def course_notebooks(course: Path = ROOT) -> list[str]:
     """Every chapter notebook of the course, solutions first, as paths relative to the course."""
     found = []
     for folder in COURSE_FOLDERS:
-        found += [p.relative_to(course).as_posix() for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))]
+        found += [
+            p.relative_to(course).as_posix()
+            for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))
+        ]
     return found
 
 
-def run_notebooks(lab: BrowserLab, notebooks: Iterable[str], workers: int = 2, echo=print) -> list[NotebookReport]:
+def run_notebooks(
+    lab: BrowserLab, notebooks: Iterable[str], workers: int = 2, echo=print
+) -> list[NotebookReport]:
     """Check notebooks with ``workers`` pages at once (the calling thread is one of them)."""
     queue = list(notebooks)
     reports: dict[str, NotebookReport] = {}
@@ -832,7 +980,9 @@ def run_notebooks(lab: BrowserLab, notebooks: Iterable[str], workers: int = 2, e
             if own_browser:
                 lab.release_browser()
 
-    helpers = [threading.Thread(target=work, args=(True,), daemon=True) for _ in range(max(1, workers) - 1)]
+    helpers = [
+        threading.Thread(target=work, args=(True,), daemon=True) for _ in range(max(1, workers) - 1)
+    ]
     for thread in helpers:
         thread.start()
     work(False)
@@ -841,8 +991,14 @@ def run_notebooks(lab: BrowserLab, notebooks: Iterable[str], workers: int = 2, e
     return [reports[n] for n in notebooks if n in reports]
 
 
-def run(notebooks: Iterable[str], course: Path = ROOT, results: Path = RESULTS, run_timeout: float = 300,
-        workers: int = 2, echo=print) -> list[NotebookReport]:
+def run(
+    notebooks: Iterable[str],
+    course: Path = ROOT,
+    results: Path = RESULTS,
+    run_timeout: float = 300,
+    workers: int = 2,
+    echo=print,
+) -> list[NotebookReport]:
     notebooks = list(notebooks)
     with BrowserLab(course, results, run_timeout=run_timeout) as lab:
         return run_notebooks(lab, notebooks, workers, echo)
@@ -851,6 +1007,7 @@ def run(notebooks: Iterable[str], course: Path = ROOT, results: Path = RESULTS, 
 @contextlib.contextmanager
 def terminate_on_sigterm() -> Iterator[None]:
     """Turn SIGTERM into SystemExit so the ``finally`` blocks stop the server and the browser."""
+
     def handler(signum, frame):
         raise SystemExit(128 + signum)
 
@@ -863,25 +1020,42 @@ def terminate_on_sigterm() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", help="paths relative to the course (default: every chapter)")
-    parser.add_argument("--course", type=Path, default=ROOT, help="course root (default: this repository)")
+    parser.add_argument(
+        "notebooks", nargs="*", help="paths relative to the course (default: every chapter)"
+    )
+    parser.add_argument(
+        "--course", type=Path, default=ROOT, help="course root (default: this repository)"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="screenshot folder")
-    parser.add_argument("--run-timeout", type=float, default=300, help="seconds for one notebook's Run All")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("COURSE_BROWSER_WORKERS", "2")),
-                        help="notebooks checked at once (default 2, or $COURSE_BROWSER_WORKERS)")
+    parser.add_argument(
+        "--run-timeout", type=float, default=300, help="seconds for one notebook's Run All"
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=int(os.environ.get("COURSE_BROWSER_WORKERS", "2")),
+        help="notebooks checked at once (default 2, or $COURSE_BROWSER_WORKERS)",
+    )
     args = parser.parse_args(argv)
     course = args.course.resolve()
-    notebooks = [Path(n).resolve().relative_to(course).as_posix() if Path(n).exists() else n
-                 for n in args.notebooks] or course_notebooks(course)
+    notebooks = [
+        Path(n).resolve().relative_to(course).as_posix() if Path(n).exists() else n
+        for n in args.notebooks
+    ] or course_notebooks(course)
     if not notebooks:
-        print(f"no chapter notebooks found under {course}/{{{','.join(COURSE_FOLDERS)}}}", file=sys.stderr)
+        print(
+            f"no chapter notebooks found under {course}/{{{','.join(COURSE_FOLDERS)}}}",
+            file=sys.stderr,
+        )
         return 1
     started = time.monotonic()
     with terminate_on_sigterm():
         reports = run(notebooks, course, args.results, args.run_timeout, args.workers)
     failed = [r for r in reports if not r.ok]
-    print(f"\n{len(reports) - len(failed)} of {len(reports)} notebooks passed in {time.monotonic() - started:.0f} s"
-          f"; screenshots in {args.results}")
+    print(
+        f"\n{len(reports) - len(failed)} of {len(reports)} notebooks passed in {time.monotonic() - started:.0f} s"
+        f"; screenshots in {args.results}"
+    )
     return 1 if failed else 0
 
 

@@ -122,7 +122,7 @@ def scores_list(query, inputs):
 def weights_numpy(inputs):
     """Computed with NumPy (a NumPy tutorial's softmax): an ndarray comes back."""
     scores = (inputs @ inputs.T).numpy()
-    e = (scores - scores.max(axis=-1, keepdims=True))
+    e = scores - scores.max(axis=-1, keepdims=True)
     import numpy as np
 
     e = np.exp(e)

@@ -133,7 +133,7 @@ class V2Precedence(V2Right):
 
     def forward(self, x):
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
-        scale = k.shape[-1] ** 1/2
+        scale = k.shape[-1] ** 1 / 2
         return torch.softmax(q @ k.T / scale, dim=-1) @ v
 
 
@@ -293,7 +293,7 @@ class BatchedKeysFromQueries(V2Right):
 class V2PrecedenceInline(V2Right):
     def forward(self, x):
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
-        return torch.softmax(q @ k.T / k.shape[-1] ** 1/2, dim=-1) @ v
+        return torch.softmax(q @ k.T / k.shape[-1] ** 1 / 2, dim=-1) @ v
 
 
 class BatchedNameError(V2Right):

@@ -116,8 +116,14 @@ class LengthCheck(Correct):
         return super().forward(x)
 
 
-CORRECT = [Correct, BoolMaskInPlace, RenormalisedAfterSoftmax, FunctionalDropout, MaskWithBatchAxis,
-           LengthCheck]
+CORRECT = [
+    Correct,
+    BoolMaskInPlace,
+    RenormalisedAfterSoftmax,
+    FunctionalDropout,
+    MaskWithBatchAxis,
+    LengthCheck,
+]
 
 
 # ----------------------------------------------------------------------------- one bug each
@@ -415,8 +421,13 @@ class SdpaWithTorchMhaMask(Correct):
     def forward(self, x):
         n = x.shape[1]
         q, k, v = self.project(x)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask.bool()[:n, :n],
-                                              dropout_p=self.dropout.p if self.training else 0.0)
+        return F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=self.mask.bool()[:n, :n],
+            dropout_p=self.dropout.p if self.training else 0.0,
+        )
 
 
 class LeftoverLinear(Correct):
@@ -441,7 +452,9 @@ class LengthIndexError(Correct):
         pass
 
     def apply_mask(self, scores, n):
-        return scores.masked_fill(self.mask.bool()[:n, :n], -torch.inf)  # (c, c) cannot broadcast to (n, n)
+        return scores.masked_fill(
+            self.mask.bool()[:n, :n], -torch.inf
+        )  # (c, c) cannot broadcast to (n, n)
 
 
 # ----------------------------------------------------------------------------- more behaviour probes
@@ -526,8 +539,9 @@ class SdpaDropoutRateFixed(Correct):
     def forward(self, x):
         n = x.shape[1]
         q, k, v = self.project(x)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=~self.mask.bool()[:n, :n],
-                                              dropout_p=0.1 if self.training else 0.0)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=~self.mask.bool()[:n, :n], dropout_p=0.1 if self.training else 0.0
+        )
 
 
 class DropoutZeroBecomesDefault(Correct):

@@ -21,10 +21,15 @@ class Wrapper(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        self.heads = nn.ModuleList(self.make_heads(d_in, d_out, context_length, dropout, num_heads, qkv_bias))
+        self.heads = nn.ModuleList(
+            self.make_heads(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        )
 
     def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
-        return [self.head_class(d_in, d_out, context_length, dropout, qkv_bias) for _ in range(num_heads)]
+        return [
+            self.head_class(d_in, d_out, context_length, dropout, qkv_bias)
+            for _ in range(num_heads)
+        ]
 
     def forward(self, x):
         return torch.cat([head(x) for head in self.heads], dim=-1)
@@ -88,7 +93,9 @@ class StackedHeads(Wrapper):
 
 class DOutSplitBetweenHeads(Wrapper):
     def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
-        return super().make_heads(d_in, d_out // num_heads, context_length, dropout, num_heads, qkv_bias)
+        return super().make_heads(
+            d_in, d_out // num_heads, context_length, dropout, num_heads, qkv_bias
+        )
 
 
 class NoHeadsAttribute(Wrapper):
@@ -193,7 +200,10 @@ class SplitWithReshapeAndEinsum(Split):
 
     def forward(self, x):
         b, n, _ = x.shape
-        q, k, v = (t.reshape(b, n, self.num_heads, self.head_dim).permute(0, 2, 1, 3) for t in self.project(x))
+        q, k, v = (
+            t.reshape(b, n, self.num_heads, self.head_dim).permute(0, 2, 1, 3)
+            for t in self.project(x)
+        )
         scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.head_dim**-0.5
         scores = scores.masked_fill(self.mask[..., :n, :n], float("-inf"))
         weights = self.dropout(scores.softmax(-1))
@@ -460,8 +470,9 @@ class SdpaWithTorchMhaMaskSplit(Split):
     def forward(self, x):
         n = x.shape[1]
         q, k, v = (self.split(t) for t in self.project(x))
-        context = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:n, :n],
-                                                 dropout_p=self.dropout.p if self.training else 0.0)
+        context = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=self.mask[:n, :n], dropout_p=self.dropout.p if self.training else 0.0
+        )
         return self.output(self.merge(context))
 
 

@@ -11,8 +11,8 @@ class DatasetRight(torch.utils.data.Dataset):
     def __init__(self, token_ids, context_length, stride):
         ids = torch.tensor(token_ids)
         self.starts = list(range(0, len(token_ids) - context_length, stride))
-        self.inputs = [ids[s:s + context_length] for s in self.starts]
-        self.targets = [ids[s + 1:s + context_length + 1] for s in self.starts]
+        self.inputs = [ids[s : s + context_length] for s in self.starts]
+        self.targets = [ids[s + 1 : s + context_length + 1] for s in self.starts]
 
     def __len__(self):
         return len(self.starts)
@@ -40,9 +40,9 @@ class _Windows(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         s = self.starts[i]
-        x = self.ids[s:s + self.length]
+        x = self.ids[s : s + self.length]
         t = s + self.target_shift
-        y = self.ids[t:t + self.length]
+        y = self.ids[t : t + self.length]
         return (y, x) if self.swap else (x, y)
 
 
@@ -85,7 +85,7 @@ class DatasetStepByContext(_Windows):
 
 class DatasetStrideIgnoredInGetitem(_Windows):
     def __getitem__(self, i):
-        return self.ids[i:i + self.length], self.ids[i + 1:i + self.length + 1]
+        return self.ids[i : i + self.length], self.ids[i + 1 : i + self.length + 1]
 
 
 class DatasetLengthIsTokens(_Windows):
@@ -161,12 +161,14 @@ class EmbeddingLastPositions(EmbeddingRight):
         n = token_ids.shape[1]
         if n > self.context_length:
             raise ValueError("too long")
-        return self.tok(token_ids) + self.pos.weight[self.context_length - n:]
+        return self.tok(token_ids) + self.pos.weight[self.context_length - n :]
 
 
 class EmbeddingNoLengthCheck(EmbeddingRight):
     def forward(self, token_ids):
-        return self.tok(token_ids) + self.pos(torch.arange(token_ids.shape[1], device=token_ids.device))
+        return self.tok(token_ids) + self.pos(
+            torch.arange(token_ids.shape[1], device=token_ids.device)
+        )
 
 
 class EmbeddingPositionsOnCPU(EmbeddingRight):
@@ -200,11 +202,13 @@ class EmbeddingClampsLongInput(EmbeddingRight):
 # biases forgotten, no torch.no_grad) and its inverted mask convention (True = do not attend).
 def copy_right(ours, theirs):
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat(
-            [ours.W_query.weight, ours.W_key.weight, ours.W_value.weight], dim=0))
+        theirs.in_proj_weight.copy_(
+            torch.cat([ours.W_query.weight, ours.W_key.weight, ours.W_value.weight], dim=0)
+        )
         if ours.W_query.bias is not None:
-            theirs.in_proj_bias.copy_(torch.cat(
-                [ours.W_query.bias, ours.W_key.bias, ours.W_value.bias], dim=0))
+            theirs.in_proj_bias.copy_(
+                torch.cat([ours.W_query.bias, ours.W_key.bias, ours.W_value.bias], dim=0)
+            )
         else:
             theirs.in_proj_bias.zero_()
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
@@ -221,8 +225,15 @@ def copy_right_by_assignment(ours, theirs):
     theirs.out_proj.load_state_dict(ours.out_proj.state_dict())
 
 
-def _copy(ours, theirs, order=("query", "key", "value"), transpose=False, out_proj=True,
-          out_bias=True, in_bias=True):
+def _copy(
+    ours,
+    theirs,
+    order=("query", "key", "value"),
+    transpose=False,
+    out_proj=True,
+    out_bias=True,
+    in_bias=True,
+):
     with torch.no_grad():
         blocks = [getattr(ours, f"W_{p}").weight for p in order]
         theirs.in_proj_weight.copy_(torch.cat([b.T if transpose else b for b in blocks], dim=0))
@@ -265,8 +276,9 @@ def copy_out_proj_transposed(ours, theirs):
 
 
 def copy_without_no_grad(ours, theirs):
-    theirs.in_proj_weight.copy_(torch.cat([ours.W_query.weight, ours.W_key.weight,
-                                           ours.W_value.weight]))
+    theirs.in_proj_weight.copy_(
+        torch.cat([ours.W_query.weight, ours.W_key.weight, ours.W_value.weight])
+    )
 
 
 def copy_wrong_direction(ours, theirs):

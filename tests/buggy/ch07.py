@@ -5,8 +5,19 @@ import math
 import torch
 
 
-def _blockwise(q, k, v, block_size, *, keep=lambda key, query: key <= query, scale=None,
-               rescale=True, normalise=True, global_keys=True, device=None):
+def _blockwise(
+    q,
+    k,
+    v,
+    block_size,
+    *,
+    keep=lambda key, query: key <= query,
+    scale=None,
+    rescale=True,
+    normalise=True,
+    global_keys=True,
+    device=None,
+):
     n, d = q.shape
     device = q.device if device is None else device
     scale = 1 / math.sqrt(d) if scale is None else scale
@@ -15,7 +26,7 @@ def _blockwise(q, k, v, block_size, *, keep=lambda key, query: key <= query, sca
     run_out = torch.zeros(n, v.shape[1], device=device)
     query = torch.arange(n, device=device).unsqueeze(1)
     for start in range(0, n, block_size):
-        k_b, v_b = k[start:start + block_size], v[start:start + block_size]
+        k_b, v_b = k[start : start + block_size], v[start : start + block_size]
         key = torch.arange(k_b.shape[0], device=device) + (start if global_keys else 0)
         s = (q @ k_b.T) * scale
         s = s.masked_fill(~keep(key, query), float("-inf"))
@@ -91,7 +102,9 @@ def full_row_softmax(q, k, v, block_size):
     n, d = q.shape
     out = []
     for i in range(n):
-        row = torch.cat([q[i] @ k[s:s + block_size].T for s in range(0, n, block_size)]) / math.sqrt(d)  # (n,)
+        row = torch.cat(
+            [q[i] @ k[s : s + block_size].T for s in range(0, n, block_size)]
+        ) / math.sqrt(d)  # (n,)
         row = row.masked_fill(torch.arange(n) > i, float("-inf"))
         out.append(torch.softmax(row, dim=-1) @ v)
     return torch.stack(out)
@@ -113,7 +126,9 @@ def stub(q, k, v, block_size):
 def sdpa_with_explicit_mask(q, k, v, block_size):
     """SDPA with a keep-mask instead of is_causal (the same shortcut, written out; block_size unused)."""
     keep = torch.ones(q.shape[0], k.shape[0], dtype=torch.bool, device=q.device).tril()
-    return torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=keep)[0]
+    return torch.nn.functional.scaled_dot_product_attention(
+        q[None], k[None], v[None], attn_mask=keep
+    )[0]
 
 
 def returns_numpy(q, k, v, block_size):

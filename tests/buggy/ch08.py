@@ -161,7 +161,9 @@ def sample_from_log_probs(logits, temperature, generator=None):
     """Slip: log_softmax where softmax was meant."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(torch.log_softmax(logits / temperature, dim=-1), 1, generator=generator).squeeze(-1)
+    return torch.multinomial(
+        torch.log_softmax(logits / temperature, dim=-1), 1, generator=generator
+    ).squeeze(-1)
 
 
 def sample_multiplied(logits, temperature, generator=None):
@@ -250,7 +252,9 @@ def sample_divides_in_place(logits, temperature, generator=None):
     """Slip: logits.div_(temperature) changes the caller's logits."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(torch.softmax(logits.div_(temperature), -1), 1, generator=generator).squeeze(-1)
+    return torch.multinomial(
+        torch.softmax(logits.div_(temperature), -1), 1, generator=generator
+    ).squeeze(-1)
 
 
 def sample_float_ids_when_sampling(logits, temperature, generator=None):
@@ -286,7 +290,9 @@ def cache_right(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
@@ -295,7 +301,9 @@ def cache_attend_then_append(attn, x_new, cache=None):
     b, m, _ = x_new.shape
     q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
     if cache is None:
-        scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[:m, :m], float("-inf"))
+        scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+            attn.mask[:m, :m], float("-inf")
+        )
         return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
     old_k, old_v = cache
     scores = q @ old_k.transpose(2, 3) / attn.head_dim**0.5
@@ -318,7 +326,9 @@ def cache_mask_top_left(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[:m, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[:m, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
@@ -339,7 +349,7 @@ def cache_no_scale(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3)).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3)).masked_fill(attn.mask[t - m : t, :t], float("-inf"))
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
@@ -350,7 +360,9 @@ def cache_values_from_keys(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
@@ -361,7 +373,9 @@ def cache_interleaved(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m, transpose=False), (k, v)
 
 
@@ -372,7 +386,9 @@ def cache_no_out_proj(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m, project=False), (k, v)
 
 
@@ -395,7 +411,9 @@ def cache_mask_times_inf(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = q @ k.transpose(2, 3) / attn.head_dim**0.5 + attn.mask[t - m:t, :t].float() * float("-inf")
+    scores = q @ k.transpose(2, 3) / attn.head_dim**0.5 + attn.mask[t - m : t, :t].float() * float(
+        "-inf"
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 
@@ -414,7 +432,9 @@ def cache_softmax_eps(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     e = (scores - scores.amax(-1, keepdim=True)).exp()
     return _finish(attn, e / (e.sum(-1, keepdim=True) + 1e-4), v, b, m), (k, v)
 
@@ -446,7 +466,9 @@ def cache_no_qkv_bias(attn, x_new, cache=None):
     if cache is not None:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 
 

@@ -66,7 +66,10 @@ def window_back_to_cpu(n_queries, n_keys, window, device=None):
 
 def window_device_on_one_side(n_queries, n_keys, window, device=None):
     # typical slip: device= passed to the query positions' arange but not to the keys'.
-    d = torch.arange(n_keys - n_queries, n_keys, device=device)[:, None] - torch.arange(n_keys)[None, :]
+    d = (
+        torch.arange(n_keys - n_queries, n_keys, device=device)[:, None]
+        - torch.arange(n_keys)[None, :]
+    )
     return (d >= 0) & (d < window)
 
 
@@ -75,11 +78,18 @@ def window_as_list(n_queries, n_keys, window, device=None):
     return [[0 <= i - j < window for j in range(n_keys)] for i in range(n_keys - n_queries, n_keys)]
 
 
-WINDOW_BUGS = [(window_cut_short, "window_cut_short"), (window_one_too_many, "window_one_too_many"),
-               (window_inverted, "window_inverted"), (window_symmetric, "window_not_causal"),
-               (window_top_left, "window_top_left"), (window_float, "window_not_bool"),
-               (window_device_ignored, "mask_device_ignored"), (window_back_to_cpu, "mask_device_ignored"),
-               (window_device_on_one_side, "mask_device_ignored"), (window_as_list, "not_a_tensor")]
+WINDOW_BUGS = [
+    (window_cut_short, "window_cut_short"),
+    (window_one_too_many, "window_one_too_many"),
+    (window_inverted, "window_inverted"),
+    (window_symmetric, "window_not_causal"),
+    (window_top_left, "window_top_left"),
+    (window_float, "window_not_bool"),
+    (window_device_ignored, "mask_device_ignored"),
+    (window_back_to_cpu, "mask_device_ignored"),
+    (window_device_on_one_side, "mask_device_ignored"),
+    (window_as_list, "not_a_tensor"),
+]
 
 
 # --------------------------------------------------------------------------- attend_new_tokens
@@ -122,9 +132,14 @@ def cache_float64(q, k, v):
     return scores.masked_fill(~keep, -torch.inf).softmax(-1) @ v.double()
 
 
-CACHE_BUGS = [(cache_is_causal, "is_causal_top_left"), (cache_tril_top_left, "is_causal_top_left"),
-              (cache_no_mask, "cache_mask_missing"), (cache_scales_in_place, "input_modified"),
-              (cache_cpu_mask, "cpu_tensor_in_forward"), (cache_float64, "output_dtype_changed")]
+CACHE_BUGS = [
+    (cache_is_causal, "is_causal_top_left"),
+    (cache_tril_top_left, "is_causal_top_left"),
+    (cache_no_mask, "cache_mask_missing"),
+    (cache_scales_in_place, "input_modified"),
+    (cache_cpu_mask, "cpu_tensor_in_forward"),
+    (cache_float64, "output_dtype_changed"),
+]
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
@@ -174,21 +189,31 @@ def padded_cpu_causal(q, k, v, real):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep).nan_to_num(0.0)
 
 
-PADDING_BUGS = [(padded_nan_rows, "padding_nan_rows"), (padded_mha_convention, "padding_mask_inverted"),
-                (padded_cpu_causal, "cpu_tensor_in_forward"), (padded_causal_only, "padding_ignored"), (padded_on_queries, "padding_ignored"),
-                (padded_not_causal, "padding_not_causal"), (padded_returns_tuple, "not_a_tensor")]
+PADDING_BUGS = [
+    (padded_nan_rows, "padding_nan_rows"),
+    (padded_mha_convention, "padding_mask_inverted"),
+    (padded_cpu_causal, "cpu_tensor_in_forward"),
+    (padded_causal_only, "padding_ignored"),
+    (padded_on_queries, "padding_ignored"),
+    (padded_not_causal, "padding_not_causal"),
+    (padded_returns_tuple, "not_a_tensor"),
+]
 
 
 # --------------------------------------------------------------------------- apply_rope
 def _angles(positions, hd, base, step=2):
-    return positions.float()[:, None] * base ** (-torch.arange(0, hd // 2).float() * step / hd)  # (n, hd/2)
+    return positions.float()[:, None] * base ** (
+        -torch.arange(0, hd // 2).float() * step / hd
+    )  # (n, hd/2)
 
 
 def rope_interleaved(x, positions, base=10_000.0):
     # Meta's original Llama / RoFormer layout where Hugging Face's split halves are expected.
     a = _angles(positions, x.shape[-1], base)
     even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack((even * a.cos() - odd * a.sin(), even * a.sin() + odd * a.cos()), -1).flatten(-2)
+    return torch.stack(
+        (even * a.cos() - odd * a.sin(), even * a.sin() + odd * a.cos()), -1
+    ).flatten(-2)
 
 
 def rope_reversed(x, positions, base=10_000.0):
@@ -241,10 +266,16 @@ def rope_float64(x, positions, base=10_000.0):
     return _halves(x.double(), positions.double()[:, None] * freqs)
 
 
-ROPE_BUGS = [(rope_cpu_frequencies, "cpu_tensor_in_forward"), (rope_float64, "output_dtype_changed"),
-             (rope_interleaved, "rope_layout_mixed"), (rope_reversed, "rope_rotation_reversed"),
-             (rope_frequency_no_two, "rope_frequency_exponent"), (rope_positions_ignored, "rope_positions_ignored"),
-             (rope_base_ignored, "rope_base_ignored"), (rope_in_place, "input_modified")]
+ROPE_BUGS = [
+    (rope_cpu_frequencies, "cpu_tensor_in_forward"),
+    (rope_float64, "output_dtype_changed"),
+    (rope_interleaved, "rope_layout_mixed"),
+    (rope_reversed, "rope_rotation_reversed"),
+    (rope_frequency_no_two, "rope_frequency_exponent"),
+    (rope_positions_ignored, "rope_positions_ignored"),
+    (rope_base_ignored, "rope_base_ignored"),
+    (rope_in_place, "input_modified"),
+]
 
 
 # --------------------------------------------------------------------------- repeat_kv
@@ -270,5 +301,9 @@ def repeat_cpu_index(kv, n_rep):
     return kv.index_select(1, torch.arange(kv.shape[1] * n_rep) // n_rep)
 
 
-REPEAT_BUGS = [(repeat_tiles, "gqa_repeat_not_interleave"), (repeat_expand_wrong_order, "gqa_repeat_not_interleave"),
-               (repeat_over_tokens, "gqa_repeat_wrong_axis"), (repeat_cpu_index, "cpu_tensor_in_forward")]
+REPEAT_BUGS = [
+    (repeat_tiles, "gqa_repeat_not_interleave"),
+    (repeat_expand_wrong_order, "gqa_repeat_not_interleave"),
+    (repeat_over_tokens, "gqa_repeat_wrong_axis"),
+    (repeat_cpu_index, "cpu_tensor_in_forward"),
+]

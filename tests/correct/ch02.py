@@ -56,7 +56,9 @@ class BatchedSdpa(V2Einsum):
 
 def transfer_state_dict(v1, v2):
     """load_state_dict copies (and checks the shapes of) every transposed weight at once."""
-    v1.load_state_dict({name: getattr(v2, name).weight.T for name in ("W_query", "W_key", "W_value")})
+    v1.load_state_dict(
+        {name: getattr(v2, name).weight.T for name in ("W_query", "W_key", "W_value")}
+    )
 
 
 def transfer_data(v1, v2):

@@ -29,8 +29,13 @@ class CausalSdpa(_Base):
         self.too_long(x)
         n = x.shape[1]
         p = self.dropout.p if self.training else 0.0
-        return F.scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x),
-                                              attn_mask=~self.mask[:n, :n], dropout_p=p)
+        return F.scaled_dot_product_attention(
+            self.W_query(x),
+            self.W_key(x),
+            self.W_value(x),
+            attn_mask=~self.mask[:n, :n],
+            dropout_p=p,
+        )
 
 
 class CausalKeepMaskNonPersistent(_Base):
@@ -57,8 +62,13 @@ class CausalBaddbmmWhere(_Base):
         self.too_long(x)
         b, n, _ = x.shape
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = torch.baddbmm(torch.zeros(b, n, n, dtype=x.dtype, device=x.device), q, k.transpose(1, 2),
-                               beta=0.0, alpha=k.shape[-1] ** -0.5)
+        scores = torch.baddbmm(
+            torch.zeros(b, n, n, dtype=x.dtype, device=x.device),
+            q,
+            k.transpose(1, 2),
+            beta=0.0,
+            alpha=k.shape[-1] ** -0.5,
+        )
         scores = torch.where(self.mask[:n, :n], torch.full_like(scores, float("-inf")), scores)
         return self.dropout(scores.softmax(dim=-1)) @ v
 
@@ -70,7 +80,9 @@ class CausalFloat64(_Base):
         self.too_long(x)
         n = x.shape[1]
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
-        scores = (q.double() @ k.double().transpose(1, 2)).masked_fill(self.mask[:n, :n], float("-inf"))
+        scores = (q.double() @ k.double().transpose(1, 2)).masked_fill(
+            self.mask[:n, :n], float("-inf")
+        )
         weights = torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1).to(x.dtype)
         return self.dropout(weights) @ v
 
@@ -90,5 +102,13 @@ class CausalAdditiveFloatBuffer(_Base):
         return self.dropout(weights) @ v
 
 
-ANSWERS = [("check_causal_attention", (cls,)) for cls in
-           (CausalSdpa, CausalKeepMaskNonPersistent, CausalBaddbmmWhere, CausalFloat64, CausalAdditiveFloatBuffer)]
+ANSWERS = [
+    ("check_causal_attention", (cls,))
+    for cls in (
+        CausalSdpa,
+        CausalKeepMaskNonPersistent,
+        CausalBaddbmmWhere,
+        CausalFloat64,
+        CausalAdditiveFloatBuffer,
+    )
+]

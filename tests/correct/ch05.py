@@ -12,8 +12,12 @@ class WrapperConcat(nn.Module):
 
     def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
         super().__init__()
-        self.heads = nn.ModuleList([cu.chapters.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-                                    for _ in range(num_heads)])
+        self.heads = nn.ModuleList(
+            [
+                cu.chapters.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+                for _ in range(num_heads)
+            ]
+        )
 
     def forward(self, x):
         return torch.concat([head(x) for head in self.heads], dim=2)
@@ -24,13 +28,19 @@ class _Split(nn.Module):
         super().__init__()
         if d_out % num_heads:
             raise ValueError("d_out must be divisible by num_heads")
-        self.num_heads, self.head_dim, self.context_length = num_heads, d_out // num_heads, context_length
+        self.num_heads, self.head_dim, self.context_length = (
+            num_heads,
+            d_out // num_heads,
+            context_length,
+        )
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1))
+        self.register_buffer(
+            "mask", torch.ones(context_length, context_length, dtype=torch.bool).triu(1)
+        )
 
     def heads(self, t):  # (b, n, d_out) -> (b, h, n, hd), with unflatten and permute
         return t.unflatten(-1, (self.num_heads, self.head_dim)).permute(0, 2, 1, 3)
@@ -46,8 +56,9 @@ class SplitSdpa(_Split):
     def forward(self, x):
         self.too_long(x)
         q, k, v = (self.heads(layer(x)) for layer in (self.W_query, self.W_key, self.W_value))
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                             dropout_p=self.dropout.p if self.training else 0.0)
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, dropout_p=self.dropout.p if self.training else 0.0
+        )
         return self.out_proj(out.transpose(1, 2).flatten(2))
 
 
@@ -73,7 +84,9 @@ class SplitPerHeadLoop(_Split):
         q, k, v = (self.heads(layer(x)) for layer in (self.W_query, self.W_key, self.W_value))
         outs = []
         for h in range(self.num_heads):
-            scores = (q[:, h] @ k[:, h].transpose(1, 2)).masked_fill(self.mask[:n, :n], float("-inf"))
+            scores = (q[:, h] @ k[:, h].transpose(1, 2)).masked_fill(
+                self.mask[:n, :n], float("-inf")
+            )
             outs.append(self.dropout(torch.softmax(scores / self.head_dim**0.5, dim=-1)) @ v[:, h])
         return self.out_proj(torch.cat(outs, dim=-1))
 

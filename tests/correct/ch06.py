@@ -11,8 +11,8 @@ class DatasetUnfold(torch.utils.data.Dataset):
 
     def __init__(self, token_ids, context_length, stride):
         ids = torch.tensor(token_ids)
-        self.inputs = ids[:-1].unfold(0, context_length, stride)    # (windows, context_length)
-        self.targets = ids[1:].unfold(0, context_length, stride)    # (windows, context_length)
+        self.inputs = ids[:-1].unfold(0, context_length, stride)  # (windows, context_length)
+        self.targets = ids[1:].unfold(0, context_length, stride)  # (windows, context_length)
 
     def __len__(self):
         return self.inputs.shape[0]
@@ -57,9 +57,14 @@ def copy_load_state_dict(ours, theirs):
     q, k, v = ours.W_query, ours.W_key, ours.W_value
     d = q.out_features
     bias = torch.cat([q.bias, k.bias, v.bias]) if q.bias is not None else torch.zeros(3 * d)
-    theirs.load_state_dict({"in_proj_weight": torch.cat([q.weight, k.weight, v.weight]),
-                            "in_proj_bias": bias,
-                            "out_proj.weight": ours.out_proj.weight, "out_proj.bias": ours.out_proj.bias})
+    theirs.load_state_dict(
+        {
+            "in_proj_weight": torch.cat([q.weight, k.weight, v.weight]),
+            "in_proj_bias": bias,
+            "out_proj.weight": ours.out_proj.weight,
+            "out_proj.bias": ours.out_proj.bias,
+        }
+    )
 
 
 def mask_additive(n):
@@ -73,7 +78,9 @@ class TinyGPTTied(nn.Module):
     def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
         super().__init__()
         self.embed = cu.chapters.InputEmbedding(vocab_size, context_length, d_model)
-        self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
+        self.attn = cu.chapters.MultiHeadAttention(
+            d_model, d_model, context_length, dropout, num_heads
+        )
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.embed.tok_emb.weight
 
@@ -87,7 +94,9 @@ class TinyGPTSequential(nn.Module):
     def __init__(self, vocab_size, context_length, d_model, num_heads, dropout=0.1):
         super().__init__()
         self.embed = EmbeddingPositionBuffer(vocab_size, context_length, d_model)
-        self.attn = cu.chapters.MultiHeadAttention(d_model, d_model, context_length, dropout, num_heads)
+        self.attn = cu.chapters.MultiHeadAttention(
+            d_model, d_model, context_length, dropout, num_heads
+        )
         self.head = nn.Linear(d_model, vocab_size, bias=False)
 
     def forward(self, token_ids):

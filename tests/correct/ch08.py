@@ -98,9 +98,10 @@ def cache_dict(attn, x_new, cache=None):
     def heads(z):
         return z.reshape(b, z.shape[1], attn.num_heads, attn.head_dim).transpose(1, 2)
 
-    keep = ~attn.mask[t - m:t, :t]
-    out = F.scaled_dot_product_attention(heads(attn.W_query(x_new)), heads(cache["k"]), heads(cache["v"]),
-                                         attn_mask=keep)
+    keep = ~attn.mask[t - m : t, :t]
+    out = F.scaled_dot_product_attention(
+        heads(attn.W_query(x_new)), heads(cache["k"]), heads(cache["v"]), attn_mask=keep
+    )
     return attn.out_proj(out.transpose(1, 2).reshape(b, m, -1)), cache
 
 
@@ -136,21 +137,29 @@ def cache_list(attn, x_new, cache=None):
     else:
         cache = [torch.cat((cache[0], k), 2), torch.cat((cache[1], v), 2)]
     t = cache[0].shape[2]
-    additive = torch.zeros(m, t, device=x_new.device).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
-    weights = torch.softmax(split(attn.W_query(x_new)) @ cache[0].transpose(-1, -2) * attn.head_dim**-0.5
-                            + additive, dim=-1)
+    additive = torch.zeros(m, t, device=x_new.device).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
+    weights = torch.softmax(
+        split(attn.W_query(x_new)) @ cache[0].transpose(-1, -2) * attn.head_dim**-0.5 + additive,
+        dim=-1,
+    )
     return attn.out_proj((weights @ cache[1]).permute(0, 2, 1, 3).reshape(b, m, -1)), cache
 
 
 def cache_flinear(attn, x_new, cache=None):
     """Projects with F.linear on the layers' weights and biases instead of calling the layers."""
     b, m, _ = x_new.shape
-    q, k, v = (F.linear(x_new, w.weight, w.bias).view(b, m, attn.num_heads, attn.head_dim).transpose(1, 2)
-               for w in (attn.W_query, attn.W_key, attn.W_value))
+    q, k, v = (
+        F.linear(x_new, w.weight, w.bias).view(b, m, attn.num_heads, attn.head_dim).transpose(1, 2)
+        for w in (attn.W_query, attn.W_key, attn.W_value)
+    )
     if cache is not None:
         k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
     t = k.shape[2]
-    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[t - m:t, :t], float("-inf"))
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, :t], float("-inf")
+    )
     return attn.out_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, m, -1)), (k, v)
 
 
@@ -161,9 +170,13 @@ def cache_fused_qkv(attn, x_new, cache=None):
     qkv = x_new @ torch.cat([w.weight for w in layers]).T  # (b, m, 3 * d_out)
     if attn.W_query.bias is not None:
         qkv = qkv + torch.cat([w.bias for w in layers])
-    q, k, v = (z.reshape(b, m, attn.num_heads, attn.head_dim).transpose(1, 2) for z in qkv.chunk(3, dim=-1))
+    q, k, v = (
+        z.reshape(b, m, attn.num_heads, attn.head_dim).transpose(1, 2) for z in qkv.chunk(3, dim=-1)
+    )
     if cache is not None:
         k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
     t = k.shape[2]
-    context = F.scaled_dot_product_attention(q, k, v, attn_mask=~attn.mask[t - m:t, :t])  # (b, h, m, hd)
+    context = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=~attn.mask[t - m : t, :t]
+    )  # (b, h, m, hd)
     return attn.out_proj(context.transpose(1, 2).reshape(b, m, -1)), (k, v)

@@ -22,7 +22,7 @@ def window_by_loops(n_queries, n_keys, window, device=None):
     mask = torch.zeros(n_queries, n_keys, dtype=torch.bool, device=device)
     for row in range(n_queries):
         i = n_keys - n_queries + row
-        mask[row, max(0, i - window + 1): i + 1] = True
+        mask[row, max(0, i - window + 1) : i + 1] = True
     return mask
 
 
@@ -55,7 +55,7 @@ def cache_full_then_slice(q, k, v):
     (the padding made with q.new_zeros, so on q's device and in q's dtype)."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     padded = torch.cat((q.new_zeros(*q.shape[:-2], n_k - n_q, q.shape[-1]), q), dim=-2)
-    return F.scaled_dot_product_attention(padded, k, v, is_causal=True)[..., n_k - n_q:, :]
+    return F.scaled_dot_product_attention(padded, k, v, is_causal=True)[..., n_k - n_q :, :]
 
 
 def cache_chapter_mask(q, k, v):
@@ -75,7 +75,13 @@ def cache_by_case(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
 
-CACHE_CORRECT = [cache_manual_softmax, cache_additive_mask, cache_full_then_slice, cache_chapter_mask, cache_by_case]
+CACHE_CORRECT = [
+    cache_manual_softmax,
+    cache_additive_mask,
+    cache_full_then_slice,
+    cache_chapter_mask,
+    cache_by_case,
+]
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
@@ -91,8 +97,12 @@ def padded_large_negative(q, k, v, real):
     """A large finite negative number instead of -inf (the Hugging Face style); padded rows get
     a uniform average, which is finite."""
     n = real.shape[-1]
-    allowed = torch.tril(real[:, None, None, :].expand(-1, 1, n, n))  # the causal cut made from real itself
-    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~allowed, torch.finfo(q.dtype).min)
+    allowed = torch.tril(
+        real[:, None, None, :].expand(-1, 1, n, n)
+    )  # the causal cut made from real itself
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(
+        ~allowed, torch.finfo(q.dtype).min
+    )
     return scores.softmax(-1) @ v
 
 
@@ -101,7 +111,9 @@ def padded_per_text_loop(q, k, v, real):
     out = torch.zeros_like(q)
     for i in range(q.shape[0]):
         cols = real[i].nonzero().squeeze(1)
-        out[i, :, cols] = F.scaled_dot_product_attention(q[i, :, cols], k[i, :, cols], v[i, :, cols], is_causal=True)
+        out[i, :, cols] = F.scaled_dot_product_attention(
+            q[i, :, cols], k[i, :, cols], v[i, :, cols], is_causal=True
+        )
     return out
 
 
@@ -113,7 +125,12 @@ def padded_rows_see_all(q, k, v, real):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep | ~real[:, None, :, None])
 
 
-PADDING_CORRECT = [padded_where_after, padded_large_negative, padded_per_text_loop, padded_rows_see_all]
+PADDING_CORRECT = [
+    padded_where_after,
+    padded_large_negative,
+    padded_per_text_loop,
+    padded_rows_see_all,
+]
 
 
 # --------------------------------------------------------------------------- apply_rope
@@ -134,7 +151,7 @@ def rope_rotate_half(x, positions, base=10_000.0):
     inv_freq = 1.0 / (base ** (torch.arange(0, hd, 2, device=x.device).float() / hd))
     angles = torch.einsum("n,f->nf", positions.float(), inv_freq)
     emb = torch.cat((angles, angles), dim=-1)
-    first, second = x[..., : hd // 2], x[..., hd // 2:]
+    first, second = x[..., : hd // 2], x[..., hd // 2 :]
     rotated = torch.cat((-second, first), dim=-1)
     return x * emb.cos() + rotated * emb.sin()
 
@@ -142,7 +159,9 @@ def rope_rotate_half(x, positions, base=10_000.0):
 def rope_matrix(x, positions, base=10_000.0):
     """An explicit (n, hd, hd) block rotation matrix per position."""
     hd, half = x.shape[-1], x.shape[-1] // 2
-    angles = positions.double()[:, None] * base ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    angles = positions.double()[:, None] * base ** (
+        -torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd
+    )
     rot = torch.zeros(len(positions), hd, hd, dtype=torch.float64, device=x.device)
     idx = torch.arange(half, device=x.device)
     rot[:, idx, idx] = angles.cos()
@@ -167,7 +186,7 @@ def repeat_index_select(kv, n_rep):
 
 
 def repeat_cat(kv, n_rep):
-    return torch.cat([kv[:, i: i + 1] for i in range(kv.shape[1]) for _ in range(n_rep)], dim=1)
+    return torch.cat([kv[:, i : i + 1] for i in range(kv.shape[1]) for _ in range(n_rep)], dim=1)
 
 
 def repeat_none_when_one(kv, n_rep):

@@ -13,15 +13,19 @@ import pytest
 from tools import nbgrader_meta, nbtools
 from tools import nbgrader_roundtrip as rt
 
-pytestmark = pytest.mark.skipif(os.environ.get("COURSE_NBGRADER_TESTS") != "1",
-                                reason="needs nbgrader in .venv-nbgrader: run `make test-nbgrader`")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("COURSE_NBGRADER_TESTS") != "1",
+    reason="needs nbgrader in .venv-nbgrader: run `make test-nbgrader`",
+)
 
 
 @pytest.fixture(scope="module")
 def trip(tmp_path_factory):
     result = rt.run(tmp_path_factory.mktemp("course"))
-    print("\nnbgrader wall-clock seconds on this machine: "
-          + ", ".join(f"{step} {seconds:.0f}" for step, seconds in result.seconds.items()))
+    print(
+        "\nnbgrader wall-clock seconds on this machine: "
+        + ", ".join(f"{step} {seconds:.0f}" for step, seconds in result.seconds.items())
+    )
     return result
 
 
@@ -31,7 +35,10 @@ def scores(trip):
 
 
 def _failed(grades):
-    return {nb: {gid for gid, (score, top) in cells.items() if score < top} for nb, cells in grades.items()}
+    return {
+        nb: {gid for gid, (score, top) in cells.items() if score < top}
+        for nb, cells in grades.items()
+    }
 
 
 def _plain(text: str) -> str:
@@ -41,7 +48,11 @@ def _plain(text: str) -> str:
 
 
 def _feedback(trip, student, name):
-    return _plain((trip.course / "feedback" / student / rt.ASSIGNMENT / name.replace(".ipynb", ".html")).read_text())
+    return _plain(
+        (
+            trip.course / "feedback" / student / rt.ASSIGNMENT / name.replace(".ipynb", ".html")
+        ).read_text()
+    )
 
 
 def _check_after(trip, name, exercise_id):
@@ -57,7 +68,9 @@ def _planted(trip, name):
     if bug is not None:
         return bug.exercise, bug
     cells = nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name).cells
-    first = next(c for c in cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    first = next(
+        c for c in cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"
+    )
     return first.metadata["nbgrader"]["grade_id"], None
 
 
@@ -72,8 +85,12 @@ def test_release_equals_our_exercise_notebooks_cell_by_cell(trip):
         ours = nbtools.make_exercise(nbtools.read(nbtools.SOLUTIONS / name), name)
         assert len(release.cells) == len(ours.cells), name
         for index, (theirs, mine) in enumerate(zip(release.cells, ours.cells)):
-            assert (theirs.cell_type, theirs.source) == (mine.cell_type, mine.source), f"{name}, cell {index}"
-            assert dict(theirs.get("attachments") or {}) == dict(mine.get("attachments") or {}), f"{name}, cell {index}"
+            assert (theirs.cell_type, theirs.source) == (mine.cell_type, mine.source), (
+                f"{name}, cell {index}"
+            )
+            assert dict(theirs.get("attachments") or {}) == dict(mine.get("attachments") or {}), (
+                f"{name}, cell {index}"
+            )
             if theirs.cell_type == "code":
                 assert theirs.outputs == [] and theirs.execution_count is None
 
@@ -109,19 +126,28 @@ def test_feedback_shows_the_checks_diagnosis(trip):
         exercise, bug = _planted(trip, name)
         check = _check_after(trip, name, exercise)
         graded = nbtools.read(trip.course / "autograded" / "buggy" / rt.ASSIGNMENT / name)
-        cell = next(c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == check)
+        cell = next(
+            c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == check
+        )
         errors = [o for o in cell.outputs if o.output_type == "error"]
-        assert errors and errors[0].ename == "CheckFailure", f"{name}: {check} did not fail with its diagnosis"
+        assert errors and errors[0].ename == "CheckFailure", (
+            f"{name}: {check} did not fail with its diagnosis"
+        )
         message = _plain(errors[0].evalue)
         feedback = _feedback(trip, "buggy", name)
         if bug is None:
             wanted = [rt.STUB_MESSAGE]
         else:
             mistake = MISTAKES[bug.mistake]
-            wanted = [_plain(chunk) for chunk in re.split(r"\{\w+\}", mistake.diagnosis) + [mistake.hint]
-                      if len(chunk.strip()) > 15]
+            wanted = [
+                _plain(chunk)
+                for chunk in re.split(r"\{\w+\}", mistake.diagnosis) + [mistake.hint]
+                if len(chunk.strip()) > 15
+            ]
         for text in wanted:
-            assert text in message, f"{name}: {check} did not name {bug.mistake if bug else 'the stub'}: {message}"
+            assert text in message, (
+                f"{name}: {check} did not name {bug.mistake if bug else 'the stub'}: {message}"
+            )
             assert text in feedback, f"{name}: the feedback HTML lacks {text!r}"
 
 
@@ -132,12 +158,19 @@ def test_written_answers_wait_for_a_person(trip):
     assert sum(len(cells) for cells in answers.values()) > 0
     for name in trip.notebooks:
         source = nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name)
-        wanted = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"]) for c in source.cells
-                  if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")}
+        wanted = {
+            c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"]["points"])
+            for c in source.cells
+            if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
+        }
         assert {gid: top for gid, (top, _) in answers[name].items()} == wanted, name
-        assert all(manual for _, manual in answers[name].values()), f"{name}: a written answer was autograded"
+        assert all(manual for _, manual in answers[name].values()), (
+            f"{name}: a written answer was autograded"
+        )
 
 
 def test_solutions_in_the_course_carry_fresh_metadata(trip):
     for name in trip.notebooks:
-        assert not nbgrader_meta.is_stale(nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name)
+        assert not nbgrader_meta.is_stale(
+            nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name
+        )

@@ -20,5 +20,12 @@ from .pipeline import *  # noqa: F403
 from .probes import *  # noqa: F403
 from .watch import *  # noqa: F403
 
-__all__ = ["MISTAKES", "Bug", *core.__all__, *watch.__all__, *pipeline.__all__, *layers.__all__,
-           *probes.__all__]
+__all__ = [
+    "MISTAKES",
+    "Bug",
+    *core.__all__,
+    *watch.__all__,
+    *pipeline.__all__,
+    *layers.__all__,
+    *probes.__all__,
+]

@@ -17,7 +17,9 @@ ATOL, RTOL = 1e-5, 1e-4
 class CheckFailure(AssertionError):
     """A self-check found a problem. ``bug`` is the mistake's id when it is a known one."""
 
-    def __init__(self, check: str, diagnosis: str, hint: str | None = None, bug: str | None = None) -> None:
+    def __init__(
+        self, check: str, diagnosis: str, hint: str | None = None, bug: str | None = None
+    ) -> None:
         self.check, self.diagnosis, self.hint, self.bug = check, diagnosis, hint, bug
         text = f"{check} found a problem.\n\n{diagnosis}"
         if hint:
@@ -39,7 +41,10 @@ def fail_with(check: str, bug: str | Bug, context: str = "", **detail: object) -
     """A failure naming the catalogued mistake ``bug``; ``detail`` (and ``check``) fill the
     placeholders of its diagnosis and hint."""
     bug = MISTAKES[bug] if isinstance(bug, str) else bug
-    diagnosis, hint = bug.diagnosis.format(check=check, **detail), bug.hint.format(check=check, **detail)
+    diagnosis, hint = (
+        bug.diagnosis.format(check=check, **detail),
+        bug.hint.format(check=check, **detail),
+    )
     return CheckFailure(check, f"{context}\n{diagnosis}" if context else diagnosis, hint, bug.name)
 
 
@@ -49,7 +54,11 @@ def same(a: object, b: object, *, atol: float = ATOL, rtol: float = RTOL) -> boo
         return False
     if a.device != b.device or a.is_complex() or b.is_complex():
         return False
-    return bool(torch.allclose(a.detach().double(), b.detach().double(), atol=atol, rtol=rtol, equal_nan=True))
+    return bool(
+        torch.allclose(
+            a.detach().double(), b.detach().double(), atol=atol, rtol=rtol, equal_nan=True
+        )
+    )
 
 
 def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
@@ -64,12 +73,15 @@ def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
         return f"your result contains NaN (first at index {index}), the reference has none"
     diff = torch.nan_to_num((expected.double() - got.double()).abs(), nan=float("inf"))
     index = tuple(int(i) for i in torch.unravel_index(torch.argmax(diff), diff.shape))
-    return (f"largest difference at index {index}: expected {expected[index].item():.6f}, "
-            f"got {got[index].item():.6f}")
+    return (
+        f"largest difference at index {index}: expected {expected[index].item():.6f}, "
+        f"got {got[index].item():.6f}"
+    )
 
 
-def match_bug(got: object, candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]], *,
-              atol: float = ATOL) -> str | None:
+def match_bug(
+    got: object, candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]], *, atol: float = ATOL
+) -> str | None:
     """The id of the first mistake whose output equals ``got``, or None."""
     if not isinstance(got, torch.Tensor):
         return None
@@ -87,8 +99,14 @@ def first_bug(pairs: Iterable[tuple[str | None, object]]) -> str | None:
     return next((bug for bug, holds in pairs if holds), None)
 
 
-def mismatch(check: str, got: torch.Tensor, expected: torch.Tensor, where: str,
-             candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]], hint: str | None = None) -> CheckFailure:
+def mismatch(
+    check: str,
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    where: str,
+    candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]],
+    hint: str | None = None,
+) -> CheckFailure:
     """The failure for a wrong output: the matching mistake, else where the numbers differ."""
     bug = match_bug(got, candidates)
     if bug:
@@ -138,8 +156,15 @@ def shown(obj: object, limit: int = 80) -> str:
 
 
 def ensure_callable(check: str, obj: object, what: str) -> None:
-    if not callable(obj) or inspect.isclass(obj) and not issubclass(obj, nn.Module) and what.startswith("a function"):
-        raise fail_with(check, "wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj))
+    if (
+        not callable(obj)
+        or inspect.isclass(obj)
+        and not issubclass(obj, nn.Module)
+        and what.startswith("a function")
+    ):
+        raise fail_with(
+            check, "wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj)
+        )
 
 
 def ensure_class(check: str, obj: object, what: str) -> type:
@@ -166,15 +191,23 @@ def call(check: str, fn: Callable, *args, what: str, hint: str | None = None, **
         raise fail(check, f"{what} raised {type(exc).__name__}: {exc}", hint) from exc
 
 
-def expect_tensor_output(check: str, got: object, what: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+def expect_tensor_output(
+    check: str, got: object, what: str, shape: tuple[int, ...] | None = None
+) -> torch.Tensor:
     """``got`` if it is a tensor (of ``shape``); else the not_a_tensor / wrong_shape mistake."""
     if not isinstance(got, torch.Tensor):
-        kind = "None" if got is None else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
+        kind = (
+            "None"
+            if got is None
+            else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
+        )
         raise fail_with(check, "not_a_tensor", what=what, kind=kind.replace("builtins.", ""))
     if got.device.type == "meta":
         raise fail_with(check, "meta_tensor", what=what)
     if shape is not None and tuple(got.shape) != tuple(shape):
-        raise fail_with(check, "wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape))
+        raise fail_with(
+            check, "wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape)
+        )
     return got
 
 
@@ -184,13 +217,34 @@ def call_pure(check: str, fn: Callable, inputs: Sequence[torch.Tensor], *rest, w
     before = [t.detach().clone() for t in inputs]
     got = call(check, fn, *inputs, *rest, what=what, **kwargs)
     for name, (t, b) in zip(("input", "second input", "third input"), zip(inputs, before)):
-        if not torch.equal(t.detach(), b) and not (torch.isnan(t).any() and torch.equal(t.isnan(), b.isnan())):
+        if not torch.equal(t.detach(), b) and not (
+            torch.isnan(t).any() and torch.equal(t.isnan(), b.isnan())
+        ):
             raise fail_with(check, "input_modified", f"After {what}:", what=f"{name} tensor")
     return got
 
 
 __all__ = [
-    "ATOL", "RTOL", "CheckFailure", "call", "call_pure", "describe_difference", "ensure_callable", "ensure_class",
-    "expect_tensor_output", "fail", "fail_with", "first_bug", "generator", "isolated", "match_bug", "mismatch",
-    "passed", "preserved_rng", "randn", "same", "shown", "stub_failure",
+    "ATOL",
+    "RTOL",
+    "CheckFailure",
+    "call",
+    "call_pure",
+    "describe_difference",
+    "ensure_callable",
+    "ensure_class",
+    "expect_tensor_output",
+    "fail",
+    "fail_with",
+    "first_bug",
+    "generator",
+    "isolated",
+    "match_bug",
+    "mismatch",
+    "passed",
+    "preserved_rng",
+    "randn",
+    "same",
+    "shown",
+    "stub_failure",
 ]

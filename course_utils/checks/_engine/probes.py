@@ -8,14 +8,30 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from .core import describe_difference, fail, fail_with, isolated, mismatch, preserved_rng, same, stub_failure
+from .core import (
+    describe_difference,
+    fail,
+    fail_with,
+    isolated,
+    mismatch,
+    preserved_rng,
+    same,
+    stub_failure,
+)
 from .layers import Case, build, run
 from .pipeline import NO_DROP, RIGHT, Recipe, Trace
 from .watch import DeviceMix, Placement, Watch
 
 
-def expect_value_error(check: str, fn: Callable[[], object], where: str, stub: str, *,
-                       refusal: type[Exception] = ValueError, bug: str = "no_length_check") -> None:
+def expect_value_error(
+    check: str,
+    fn: Callable[[], object],
+    where: str,
+    stub: str,
+    *,
+    refusal: type[Exception] = ValueError,
+    bug: str = "no_length_check",
+) -> None:
     """``fn()`` feeds a too-long input: it must raise ValueError (the course's one rule); ``refusal``
     and ``bug`` serve other inputs that must be refused."""
     __tracebackhide__ = True
@@ -26,7 +42,9 @@ def expect_value_error(check: str, fn: Callable[[], object], where: str, stub: s
     except refusal:
         return
     except Exception as exc:  # noqa: BLE001 - the wrong kind of refusal
-        raise fail_with(check, "length_error_not_value_error", where, error=type(exc).__name__) from None
+        raise fail_with(
+            check, "length_error_not_value_error", where, error=type(exc).__name__
+        ) from None
     raise fail_with(check, bug, where)
 
 
@@ -34,19 +52,31 @@ def check_too_long(check: str, cls: type, case: Case) -> None:
     """An input longer than context_length must raise ValueError (the course's one rule)."""
     __tracebackhide__ = True
     module, n = build(check, cls, case), case.context_length + 1
-    expect_value_error(check, lambda: module(case.inputs(n)), f"{case.describe(cls)} on a batch of {n} tokens:",
-                       case.describe(cls))
+    expect_value_error(
+        check,
+        lambda: module(case.inputs(n)),
+        f"{case.describe(cls)} on a batch of {n} tokens:",
+        case.describe(cls),
+    )
 
 
-def probe_second_call(check: str, module: nn.Module, inputs: Callable[[int], torch.Tensor],
-                      expected: Callable[[torch.Tensor], torch.Tensor], context_length: int, where: str,
-                      on_first: Callable[[int], None] | None = None) -> None:
+def probe_second_call(
+    check: str,
+    module: nn.Module,
+    inputs: Callable[[int], torch.Tensor],
+    expected: Callable[[torch.Tensor], torch.Tensor],
+    context_length: int,
+    where: str,
+    on_first: Callable[[int], None] | None = None,
+) -> None:
     """Calls with a short input, another short one of the same shape, a full-length one, then the
     first again must all match ``expected``: catches a forward that keeps something from an earlier
     call (keys stored on self) or overwrites its stored mask (self.mask = self.mask[:n, :n])."""
     __tracebackhide__ = True
     short = max(1, context_length // 3)
-    other = inputs(context_length)[:, -short:].contiguous()  # same shape as inputs(short), other numbers
+    other = inputs(context_length)[
+        :, -short:
+    ].contiguous()  # same shape as inputs(short), other numbers
     for i, x in enumerate((inputs(short), other, inputs(context_length), inputs(short))):
         try:
             ok = same(module(x), expected(x))
@@ -55,11 +85,17 @@ def probe_second_call(check: str, module: nn.Module, inputs: Callable[[int], tor
         if not ok and i == 0 and on_first is not None:
             on_first(short)  # the first call is already wrong: report that difference instead
         if not ok and i == 1:
-            raise fail_with(check, "state_between_calls", f"{where} two calls with different batches of "
-                            f"{short} tokens:")
+            raise fail_with(
+                check,
+                "state_between_calls",
+                f"{where} two calls with different batches of {short} tokens:",
+            )
         if not ok:
-            raise fail_with(check, "mask_overwritten", f"{where} calls with {short}, then "
-                            f"{context_length}, then {short} tokens:")
+            raise fail_with(
+                check,
+                "mask_overwritten",
+                f"{where} calls with {short}, then {context_length}, then {short} tokens:",
+            )
 
 
 # --------------------------------------------------------------------------- dropout
@@ -78,8 +114,14 @@ def _dropped(trace: Trace, inp: torch.Tensor) -> tuple[int, int | None] | None:
     return None
 
 
-def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
-                  reference: Callable[..., torch.Tensor], seed: int) -> None:
+def check_dropout(
+    check: str,
+    module: nn.Module,
+    x: torch.Tensor,
+    where: str,
+    reference: Callable[..., torch.Tensor],
+    seed: int,
+) -> None:
     """``module`` was built with dropout=DROPOUT_P; ``reference(drop=..., trace=...)`` recomputes it.
     Eval mode must give the plain output; train mode must route every attention-weight tensor,
     and nothing else, through dropout with p=DROPOUT_P, and use what it returns."""
@@ -107,11 +149,18 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
         if abs(sdpa_p - DROPOUT_P) < 1e-9:
             return  # scaled_dot_product_attention drops the weights inside, with the right p
         if sdpa_p > 0:
-            raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
-                            f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.")
+            raise fail_with(
+                check,
+                "dropout_wrong_p",
+                f"{where}: the layer was built with dropout={DROPOUT_P}, "
+                f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.",
+            )
         raise fail_with(check, "dropout_not_seen", where=where)
-    places = [(trace.scores, "dropout_before_softmax"), (trace.context + [plain], "dropout_on_context"),
-              (trace.projections, "dropout_on_projections")]
+    places = [
+        (trace.scores, "dropout_before_softmax"),
+        (trace.context + [plain], "dropout_on_context"),
+        (trace.projections, "dropout_on_projections"),
+    ]
     dropped: dict[int, dict[int | None, torch.Tensor]] = {}
     for inp, p, out in active:
         found = _dropped(trace, inp)
@@ -121,8 +170,12 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
                 raise fail_with(check, bug, f"{where} in train mode:")
             raise fail_with(check, "dropout_on_other_tensor", where=where, shape=tuple(inp.shape))
         if abs(p - DROPOUT_P) > 1e-9:
-            raise fail_with(check, "dropout_wrong_p", f"{where}: the layer was built with dropout={DROPOUT_P}, "
-                            f"but its dropout used p={p:g}.")
+            raise fail_with(
+                check,
+                "dropout_wrong_p",
+                f"{where}: the layer was built with dropout={DROPOUT_P}, "
+                f"but its dropout used p={p:g}.",
+            )
         dropped.setdefault(found[0], {})[found[1]] = out
     full = {}
     for unit, parts in dropped.items():
@@ -137,9 +190,12 @@ def check_dropout(check: str, module: nn.Module, x: torch.Tensor, where: str,
         return
     if same(got, plain):
         raise fail_with(check, "dropout_unused", f"{where} in train mode:")
-    raise fail(check, f"{where} in train mode, with the dropout mask your layer drew: "
-               f"{describe_difference(expected, got.detach())}.",
-               "multiply the dropped-out weights with the values: self.dropout(weights) @ values.")
+    raise fail(
+        check,
+        f"{where} in train mode, with the dropout mask your layer drew: "
+        f"{describe_difference(expected, got.detach())}.",
+        "multiply the dropped-out weights with the values: self.dropout(weights) @ values.",
+    )
 
 
 # --------------------------------------------------------------------------- a whole layer check
@@ -157,14 +213,18 @@ def _compare(check, cls, case, read, compute, pairs, module=None, n=None):
     got = run(check, module, x, where, full, watch)
     expected = compute(weights, x)
     if not same(got, expected):
-        sdpa = any(c[0] == "scaled_dot_product_attention" for c in watch.calls)  # its bool mask means keep
+        sdpa = any(
+            c[0] == "scaled_dot_product_attention" for c in watch.calls
+        )  # its bool mask means keep
         pairs = [("sdpa_mask_inverted" if sdpa and b == "keep_mask" else b, r) for b, r in pairs]
         candidates = [(b, lambda r=r: compute(weights, x, r)) for b, r in pairs]
         raise mismatch(check, got, expected, where, candidates)
     return module, weights
 
 
-def probe_device(check: str, module: nn.Module | None, x: torch.Tensor, where: str, fn: Callable | None = None) -> None:
+def probe_device(
+    check: str, module: nn.Module | None, x: torch.Tensor, where: str, fn: Callable | None = None
+) -> None:
     """Run as if the module and its input were on another device (:class:`Placement`): a tensor
     made on the CPU inside forward (or inside ``fn``) that meets them is named."""
     __tracebackhide__ = True
@@ -179,7 +239,9 @@ def probe_device(check: str, module: nn.Module | None, x: torch.Tensor, where: s
         pass
 
 
-def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None) -> None:
+def probe_layer(
+    check: str, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None
+) -> None:
     """The behaviour probes every layer check runs: another device, a longer second call and
     back, one training step with dropout, gradients, the parameter count."""
     __tracebackhide__ = True
@@ -187,16 +249,31 @@ def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable
     module = build(check, cls, case)
     if reference_cls is not None:
         with preserved_rng():
-            want = sum(p.numel() for p in reference_cls(*case.args(), qkv_bias=case.qkv_bias).parameters())
+            want = sum(
+                p.numel() for p in reference_cls(*case.args(), qkv_bias=case.qkv_bias).parameters()
+            )
         have = sum(p.numel() for p in module.parameters())
         if have != want:
-            raise fail_with(check, "parameter_count", where, detail=f"your layer has {have:,} parameters; "
-                            f"the chapter's class built with the same arguments has {want:,}.")
+            raise fail_with(
+                check,
+                "parameter_count",
+                where,
+                detail=f"your layer has {have:,} parameters; "
+                f"the chapter's class built with the same arguments has {want:,}.",
+            )
     module.eval()
-    weights = read(check, module, where, case)  # read before the calls: a forward may replace its own buffers
-    probe_second_call(check, module, case.inputs, lambda x: compute(weights, x),
-                      case.context_length, where,
-                      lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n))
+    weights = read(
+        check, module, where, case
+    )  # read before the calls: a forward may replace its own buffers
+    probe_second_call(
+        check,
+        module,
+        case.inputs,
+        lambda x: compute(weights, x),
+        case.context_length,
+        where,
+        lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n),
+    )
     probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
     x = case.inputs()
     probe_backward(check, build(check, cls, case, DROPOUT_P), x, where)
@@ -207,8 +284,13 @@ def probe_layer(check: str, cls: type, case: Case, read: Read, compute: Callable
 INPUT = "the input x"  # how probe_backward names the input beside the parameters
 
 
-def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
-                   reference: Callable[[], torch.Tensor] | None = None) -> None:
+def probe_backward(
+    check: str,
+    module: nn.Module,
+    x: torch.Tensor,
+    where: str,
+    reference: Callable[[], torch.Tensor] | None = None,
+) -> None:
     """One training step: every parameter must be trainable, backward() must work, and with
     ``reference`` (recomputed from the same parameters and ``x``) every parameter and a float input
     must get the reference's gradient."""
@@ -218,7 +300,9 @@ def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
     if frozen:
         raise fail_with(check, "parameter_frozen", where, names=", ".join(frozen))
     params = list(module.named_parameters())
-    watch_input = x.is_floating_point() and x.is_leaf  # the layers before this one learn through x's gradient
+    watch_input = (
+        x.is_floating_point() and x.is_leaf
+    )  # the layers before this one learn through x's gradient
     if watch_input:
         params.append((INPUT, x.requires_grad_(True)))
     try:
@@ -226,31 +310,51 @@ def probe_backward(check: str, module: nn.Module, x: torch.Tensor, where: str,
             wanted, expected = None, None
             if reference is not None:
                 expected = reference()
-                wanted = torch.autograd.grad(expected.sum(), [p for _, p in params], allow_unused=True)
+                wanted = torch.autograd.grad(
+                    expected.sum(), [p for _, p in params], allow_unused=True
+                )
             try:
                 got = module(x)
-                if expected is not None and not same(got, expected):  # built with dropout=0: no randomness
+                if expected is not None and not same(
+                    got, expected
+                ):  # built with dropout=0: no randomness
                     raise fail_with(check, "dropout_hard_coded", f"{where} in train mode:")
                 got.sum().backward()
             except RuntimeError as exc:
                 if "inplace" in str(exc):
-                    raise fail_with(check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]) from None
-                raise fail(check, f"{where} backward() through your layer raised RuntimeError: {exc}") from None
+                    raise fail_with(
+                        check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]
+                    ) from None
+                raise fail(
+                    check, f"{where} backward() through your layer raised RuntimeError: {exc}"
+                ) from None
         for (name, p), g in zip(params, wanted or ()):
             if p.grad is None and g is not None:
                 later = ", so the layers before this one would never learn" if name == INPUT else ""
-                raise fail_with(check, "gradient_blocked", where, detail=f"{name} gets no gradient{later}")
+                raise fail_with(
+                    check, "gradient_blocked", where, detail=f"{name} gets no gradient{later}"
+                )
             if p.grad is not None and (g is None or not same(p.grad, g)):
-                detail = (f"the gradient of {name} differs from the reference "
-                          f"({describe_difference(g, p.grad) if g is not None else 'which has none'})")
+                detail = (
+                    f"the gradient of {name} differs from the reference "
+                    f"({describe_difference(g, p.grad) if g is not None else 'which has none'})"
+                )
                 raise fail_with(check, "gradient_blocked", where, detail=detail)
     finally:
         if watch_input:
             x.requires_grad_(False).grad = None
 
 
-def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case, read: Read, compute: Callable,
-                pairs: Sequence[tuple[str, Recipe]], reference_cls: type | None = None) -> None:
+def check_layer(
+    check: str,
+    cls: type,
+    cases: Sequence[Case],
+    dropout_case: Case,
+    read: Read,
+    compute: Callable,
+    pairs: Sequence[tuple[str, Recipe]],
+    reference_cls: type | None = None,
+) -> None:
     """Everything a layer check does: outputs on every case, probes, length limit, dropout."""
     __tracebackhide__ = True
     with isolated():
@@ -259,13 +363,27 @@ def check_layer(check: str, cls: type, cases: Sequence[Case], dropout_case: Case
         module = build(check, cls, dropout_case, DROPOUT_P)
         weights = read(check, module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
         x = dropout_case.inputs()
-        check_dropout(check, module, x, f"With {dropout_case.describe(cls, DROPOUT_P)}", seed=dropout_case.seed,
-                      reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace))
+        check_dropout(
+            check,
+            module,
+            x,
+            f"With {dropout_case.describe(cls, DROPOUT_P)}",
+            seed=dropout_case.seed,
+            reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace),
+        )
         probe_layer(check, cls, cases[-1], read, compute, reference_cls)
         check_too_long(check, cls, cases[-1])
 
 
 __all__ = [
-    "DROPOUT_P", "Read", "check_dropout", "check_layer", "check_too_long", "expect_value_error", "probe_backward",
-    "probe_device", "probe_layer", "probe_second_call",
+    "DROPOUT_P",
+    "Read",
+    "check_dropout",
+    "check_layer",
+    "check_too_long",
+    "expect_value_error",
+    "probe_backward",
+    "probe_device",
+    "probe_layer",
+    "probe_second_call",
 ]

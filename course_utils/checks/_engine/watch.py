@@ -31,7 +31,9 @@ class Placement(TorchFunctionMode):
 
     def __init__(self, placed) -> None:
         super().__init__()
-        self.placed: dict[int, torch.Tensor] = {}  # the tensors are kept, so ids and storages stay unique
+        self.placed: dict[
+            int, torch.Tensor
+        ] = {}  # the tensors are kept, so ids and storages stay unique
         self.storages: set[int] = set()
         self._mark(list(placed))
 
@@ -53,20 +55,35 @@ class Placement(TorchFunctionMode):
         flat = tree_flatten((args, kwargs))[0]
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
         here = any(self.is_placed(t) for t in tensors)
-        moved = name in self._MOVES and any(isinstance(a, torch.device)
-                                            or (isinstance(a, torch.Tensor) and self.is_placed(a)) for a in flat[1:])
+        moved = name in self._MOVES and any(
+            isinstance(a, torch.device) or (isinstance(a, torch.Tensor) and self.is_placed(a))
+            for a in flat[1:]
+        )
         # x.cpu() and x.to("cpu") name the CPU in so many words (x.device would be a torch.device)
-        to_cpu = name == "cpu" or name in self._MOVES and any(isinstance(a, str) and a.startswith("cpu")
-                                                              for a in flat[1:])
+        to_cpu = (
+            name == "cpu"
+            or name in self._MOVES
+            and any(isinstance(a, str) and a.startswith("cpu") for a in flat[1:])
+        )
         if here and not moved and not to_cpu:
-            base = args[0] if name == "__getitem__" else None  # a placed index may index a placed tensor only
-            stray = [t for t in ([base] if base is not None else tensors) if not self.is_placed(t) and t.dim() > 0]
+            base = (
+                args[0] if name == "__getitem__" else None
+            )  # a placed index may index a placed tensor only
+            stray = [
+                t
+                for t in ([base] if base is not None else tensors)
+                if not self.is_placed(t) and t.dim() > 0
+            ]
             if stray:
-                raise DeviceMix(f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
-                                f"device in {name}")
+                raise DeviceMix(
+                    f"a tensor of shape {tuple(stray[0].shape)} made on the CPU met your input's "
+                    f"device in {name}"
+                )
         result = func(*args, **kwargs)
         if to_cpu and isinstance(result, torch.Tensor) and self.is_placed(result):
-            result = result.clone()  # on the CPU these return the tensor itself; on a GPU, a new CPU tensor
+            result = (
+                result.clone()
+            )  # on the CPU these return the tensor itself; on a GPU, a new CPU tensor
         device = kwargs.get("device")
         if not to_cpu and (moved or here or (device is not None and device != "cpu")):
             self._mark(result)
@@ -90,7 +107,11 @@ class Watch(TorchFunctionMode):
         if name in FACTORIES and kwargs.get("device") is None:
             self.without_device.append(name)
         self.moved = self.moved or name in ("to", "cuda")
-        before = args[0].detach().clone() if name == "dropout" and args and isinstance(args[0], torch.Tensor) else None
+        before = (
+            args[0].detach().clone()
+            if name == "dropout" and args and isinstance(args[0], torch.Tensor)
+            else None
+        )
         result = func(*args, **kwargs)
         if name in ("dropout", "scaled_dot_product_attention", "softmax", "_softmax"):
             self.calls.append((name, before, args, kwargs, result))
@@ -105,14 +126,22 @@ class Watch(TorchFunctionMode):
         for name, before, args, kwargs, result in self.calls:
             if name == "dropout":
                 p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-                training = kwargs.get("training", kwargs.get("train", args[2] if len(args) > 2 else True))
+                training = kwargs.get(
+                    "training", kwargs.get("train", args[2] if len(args) > 2 else True)
+                )
                 if training and p > 0:
                     found.append((before, float(p), result.detach()))
         return found
 
     def sdpa_dropout(self) -> float:
-        return max([float(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
-                    for n, _, a, kw, _ in self.calls if n == "scaled_dot_product_attention"] or [0.0])
+        return max(
+            [
+                float(kw.get("dropout_p", a[4] if len(a) > 4 else 0.0))
+                for n, _, a, kw, _ in self.calls
+                if n == "scaled_dot_product_attention"
+            ]
+            or [0.0]
+        )
 
 
 __all__ = ["DeviceMix", "Placement", "Watch", "storage"]

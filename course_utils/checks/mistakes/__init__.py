@@ -39,10 +39,15 @@ def _blocks(source: str, text: str) -> list[tuple[str, str, list[tuple[str, str]
     for lineno, line in enumerate(text.splitlines(), 1):
         where, line = f"{source}, line {lineno}", line.strip()
         if line.startswith("#"):
-            _expect(re.fullmatch(r"#( .*)?", line), where,
-                    "a comment, '# ...' (a line of prose must not start with '#')")
+            _expect(
+                re.fullmatch(r"#( .*)?", line),
+                where,
+                "a comment, '# ...' (a line of prose must not start with '#')",
+            )
         elif line.startswith("=="):
-            _expect(re.fullmatch(r"== @?\w+", line), where, "'== id' or '== @name' alone on its line")
+            _expect(
+                re.fullmatch(r"== @?\w+", line), where, "'== id' or '== @name' alone on its line"
+            )
             blocks.append((where, line[3:], []))
         elif line:
             _expect(blocks, where, "'== id' or '== @name' before any prose")
@@ -53,23 +58,39 @@ def _blocks(source: str, text: str) -> list[tuple[str, str, list[tuple[str, str]
 def load(files: dict[str, str]) -> dict[str, Bug]:
     """Build the catalogue from ``{file name: text}`` in the format above, keeping the order."""
     seen, shared, mistakes = {}, {}, {}
-    for where, name, body in [block for source, text in files.items() for block in _blocks(source, text)]:
-        _expect(name not in seen, where, f"a new id, but {name} is already defined at {seen.get(name)}")
+    for where, name, body in [
+        block for source, text in files.items() for block in _blocks(source, text)
+    ]:
+        _expect(
+            name not in seen, where, f"a new id, but {name} is already defined at {seen.get(name)}"
+        )
         seen[name] = where
         hints = [i for i, (_, line) in enumerate(body) if line.startswith("Hint:")]
         _expect(len(hints) == 1, where, f"exactly one 'Hint:' line in {name}")
-        hint_where, hint = body[hints[0]][0], " ".join(line for _, line in body[hints[0]:])[5:].strip()
+        hint_where, hint = (
+            body[hints[0]][0],
+            " ".join(line for _, line in body[hints[0] :])[5:].strip(),
+        )
         _expect(hint, hint_where, f"a hint after 'Hint:' in {name}")
         if name.startswith("@"):
             _expect(hints == [0], where, f"only a 'Hint:' line after '== {name}'")
             shared[name] = hint
         else:
             _expect(hints != [0], where, f"a diagnosis before the 'Hint:' line of {name}")
-            _expect(not hint.startswith("@") or hint in shared, hint_where,
-                    f"a shared hint defined earlier by '== {hint}'")
-            mistakes[name] = Bug(name, " ".join(line for _, line in body[:hints[0]]), shared.get(hint, hint))
+            _expect(
+                not hint.startswith("@") or hint in shared,
+                hint_where,
+                f"a shared hint defined earlier by '== {hint}'",
+            )
+            mistakes[name] = Bug(
+                name, " ".join(line for _, line in body[: hints[0]]), shared.get(hint, hint)
+            )
     return mistakes
 
 
-MISTAKES: dict[str, Bug] = load({str(path): path.read_text(encoding="utf-8")
-                                 for path in sorted(Path(__file__).parent.glob("*.txt"))})
+MISTAKES: dict[str, Bug] = load(
+    {
+        str(path): path.read_text(encoding="utf-8")
+        for path in sorted(Path(__file__).parent.glob("*.txt"))
+    }
+)
