@@ -59,8 +59,8 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m tools.figures
 
-bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
-	$(PY) -m tools.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ (FULL=1: long run; OUT=folder)
+	$(PY) -m tools.bench --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
 	$(PY) -m tools.bench_explorers

@@ -1,8 +1,8 @@
 """Chapter 07's variants, its measuring tools (course_utils.bench) and the sweep of `make bench`
-(tools/bench.py): every variant
-equals the reference, a wrong one is caught with the same verdict on every torch version and
-never timed, FLOPs counted from the shapes match PyTorch's own count, measuring and results
-behave, bad input gets clear errors. No timing is compared with another."""
+(tools/bench.py, bench_sweep.py, bench_report.py; its rounds and rankings: test_bench_rounds.py):
+every variant equals the reference, a wrong one is caught with the same verdict on every torch
+version and never timed, FLOPs counted from the shapes match PyTorch's own count, measuring and
+results behave, bad input gets clear errors. No timing is compared with another."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from torch import nn
 from course_utils import bench, chapters
 from course_utils.validation import CourseInputError
 from tools import bench as cli
+from tools import bench_report as report
+from tools import bench_rounds as rounds
+from tools import bench_sweep as sweep
 
 # Small sizes keep the tests fast; the variants' code paths do not depend on the width.
 D, HEADS, CONTEXT = 32, 4, 24
@@ -25,20 +28,21 @@ CPU_VARIANTS = [name for name in chapters.VARIANTS if name != "flex"]
 HAS_FLEX = importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
 
 
-def tiny_config(**changes) -> cli.BenchConfig:
+def tiny_config(**changes) -> sweep.BenchConfig:
     base = dict(
         seq_lens=(8, 16),
         d_model=D,
         num_heads=HEADS,
         warmup=0,
         min_run_time=0.01,
-        min_runs=2,
+        min_rounds=2,
+        max_rounds=3,
         device="cpu",
         variants=("split", "sdpa_causal"),
         memory=False,
     )
     base.update(changes)
-    return cli.BenchConfig(**base)
+    return sweep.BenchConfig(**base)
 
 
 @pytest.fixture(params=[False, True], ids=["no-qkv-bias", "qkv-bias"])
@@ -63,12 +67,12 @@ def test_the_chapter_exports_eight_variants_and_a_byte_model_for_each():
         "flex",
     ]
     assert set(chapters.SCORE_PASSES) == set(chapters.VARIANTS)
-    assert cli.DEFAULT_VARIANTS == tuple(chapters.VARIANTS)
+    assert sweep.DEFAULT_VARIANTS == tuple(chapters.VARIANTS)
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)
 def test_every_variant_matches_the_reference(reference, name):
-    result = bench.check_variant(cli.BUILDERS[name](reference), reference, inputs())
+    result = bench.check_variant(sweep.BUILDERS[name](reference), reference, inputs())
     assert result.ok, result.detail
     assert result.error < 1e-5 and result.verdict == "matches the reference"
 
@@ -100,10 +104,11 @@ def test_flex_variant_matches_the_reference_unfused(reference):
 
 def test_flex_needs_torch_2_5(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.1+cu121")
-    assert "2.5" in cli.flex_unavailable_reason("cpu")
+    assert "2.5" in sweep.flex_unavailable_reason("cpu")
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
     assert (
-        cli.flex_unavailable_reason("cpu") is None and cli.flex_unavailable_reason("cuda") is None
+        sweep.flex_unavailable_reason("cpu") is None
+        and sweep.flex_unavailable_reason("cuda") is None
     )
 
 
@@ -113,7 +118,7 @@ def test_torch_mha_needs_square_weights():
         chapters.TorchMHAAttention(ref)
     x = torch.randn(2, 6, 16)  # every other variant copes with d_in != d_out
     for name in ("wrapper", "split", "fused_qkv", "einsum", "sdpa_causal", "sdpa_mask"):
-        assert bench.check_variant(cli.BUILDERS[name](ref), ref, x).ok, name
+        assert bench.check_variant(sweep.BUILDERS[name](ref), ref, x).ok, name
 
 
 # ----------------------------------------------------------------------------- wrong variants
@@ -147,22 +152,24 @@ def test_verdict_is_the_same_whether_a_masked_row_is_nan_or_zero(reference):
 
 
 def test_wrong_variant_is_reported_and_never_timed(monkeypatch):
-    timed: list[int] = []
-    original = bench.measure_time
+    timed: set[str] = set()
+    original = rounds.timer_sample
 
-    def spy(fn, *args, **kwargs):
-        timed.append(1)
-        return original(fn, *args, **kwargs)
+    def spy(name, fn, number):
+        timed.add(name)
+        return original(name, fn, number)
 
-    monkeypatch.setattr(bench, "measure_time", spy)
-    rows = cli.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask", "sdpa_mask")))
+    monkeypatch.setattr(rounds, "timer_sample", spy)
+    rows = sweep.run_benchmark(tiny_config(variants=("split", "sdpa_inverted_mask", "sdpa_mask")))
     assert len(rows) == 2 * 2 * 3  # lengths x modes x variants
     wrong = [r for r in rows if r.variant == "sdpa_inverted_mask"]
     assert all(r.status == "wrong" and math.isnan(r.median_ms) and r.runs == 0 for r in wrong)
-    assert all("not timed" in r.note for r in wrong)
-    assert len(timed) == 2 * 2 * 2  # only split and sdpa_mask, at both lengths and modes
+    assert all("not timed" in r.note and r.rank == "" for r in wrong)
+    assert timed == {"split", "sdpa_mask"}
     ok = [r for r in rows if r.variant != "sdpa_inverted_mask"]
-    assert all(r.status == "ok" and r.median_ms > 0 and r.runs >= 2 and r.iqr_ms >= 0 for r in ok)
+    assert all(r.status == "ok" and r.median_ms > 0 and 2 <= r.runs <= 3 for r in ok)
+    assert all(r.q1_ms <= r.median_ms <= r.q3_ms and r.iqr_ms >= 0 for r in ok)
+    assert all(r.rank in ("1", "2", "1-2") and r.calls_per_round >= 1 for r in ok)
 
 
 def test_a_custom_wrong_variant_is_caught(monkeypatch):
@@ -174,22 +181,22 @@ def test_a_custom_wrong_variant_is_caught(monkeypatch):
             scores = (q @ k.transpose(-2, -1)).masked_fill(self.mask[:n, :n], -torch.inf)
             return torch.softmax(scores, dim=-1) @ v
 
-    monkeypatch.setitem(cli.BUILDERS, "no_scale", NoScale)
-    rows = cli.run_benchmark(tiny_config(variants=("no_scale", "split")))
+    monkeypatch.setitem(sweep.BUILDERS, "no_scale", NoScale)
+    rows = sweep.run_benchmark(tiny_config(variants=("no_scale", "split")))
     assert {r.status for r in rows if r.variant == "no_scale"} == {"wrong"}
     assert {r.status for r in rows if r.variant == "split"} == {"ok"}
 
 
 def test_unavailable_variant_is_reported_not_run(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.4.0")  # the same outcome on every installed torch
-    rows = cli.run_benchmark(tiny_config(variants=("flex", "split"), seq_lens=(8,)))
+    rows = sweep.run_benchmark(tiny_config(variants=("flex", "split"), seq_lens=(8,)))
     flex = [r for r in rows if r.variant == "flex"]
     assert [r.status for r in flex] == ["unavailable", "unavailable"]
     assert "torch 2.5" in flex[0].note
 
 
 def test_bfloat16_run_passes_its_looser_check():
-    rows = cli.run_benchmark(tiny_config(dtype="bfloat16", seq_lens=(16,)))
+    rows = sweep.run_benchmark(tiny_config(dtype="bfloat16", seq_lens=(16,)))
     assert {r.status for r in rows} == {"ok"} and all(r.dtype == "bfloat16" for r in rows)
 
 
@@ -217,7 +224,7 @@ def test_byte_model_charges_the_naive_score_path():
 
 def test_rows_carry_flops_rates_bytes_and_share_of_peak():
     ceilings = bench.Ceilings(100.0, 10.0, "cpu", 1)
-    rows = cli.run_benchmark(tiny_config(seq_lens=(16,)), ceilings=ceilings)
+    rows = sweep.run_benchmark(tiny_config(seq_lens=(16,)), ceilings=ceilings)
     fwd = next(r for r in rows if r.variant == "split" and r.mode == "forward")
     bwd = next(r for r in rows if r.variant == "split" and r.mode == "forward+backward")
     assert fwd.gflop == pytest.approx(sum(chapters.attention_flops(1, 16, D, D)) / 1e9)
@@ -295,13 +302,13 @@ def test_peak_memory_sees_the_score_matrix():
 
 
 def test_out_of_memory_is_recognised():
-    assert cli._is_oom(
+    assert sweep._is_oom(
         torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
     )
-    assert cli._is_oom(
+    assert sweep._is_oom(
         RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate")
     )
-    assert not cli._is_oom(RuntimeError("shape mismatch"))
+    assert not sweep._is_oom(RuntimeError("shape mismatch"))
 
 
 def test_ceilings_are_measured():
@@ -312,11 +319,11 @@ def test_ceilings_are_measured():
 # ----------------------------------------------------------------------------- results
 def test_csv_columns_tables_and_plots(tmp_path):
     ceilings = bench.Ceilings(50.0, 5.0, "cpu", 1)
-    rows = cli.run_benchmark(
+    rows = sweep.run_benchmark(
         tiny_config(variants=("split", "sdpa_inverted_mask"), seq_lens=(8,), memory=True),
         ceilings=ceilings,
     )
-    path = cli.write_csv(rows, tmp_path / "sub" / "bench.csv")
+    path = report.write_csv(rows, tmp_path / "sub" / "bench.csv")
     with path.open(newline="") as f:
         back = list(csv.DictReader(f))
     for column in (
@@ -325,7 +332,14 @@ def test_csv_columns_tables_and_plots(tmp_path):
         "seq_len",
         "status",
         "median_ms",
+        "q1_ms",
+        "q3_ms",
         "iqr_ms",
+        "runs",
+        "rel_sdpa",
+        "rank",
+        "load_1min",
+        "cores",
         "peak_mib",
         "gflop",
         "gflops",
@@ -349,18 +363,18 @@ def test_csv_columns_tables_and_plots(tmp_path):
     assert (
         back[-1]["median_ms"] == "nan" and float(back[-1]["gflop"]) > 0
     )  # wrong: counted, never timed
-    table = cli.markdown_table(rows, "forward")
+    table = report.markdown_table(rows, "forward")
     assert "n=8" in table and "wrong" in table
-    assert "wrong" not in cli.markdown_table(
+    assert "wrong" not in report.markdown_table(
         rows, "forward", "gflop"
     )  # counted from the shapes: always shown
     assert (
-        cli.markdown_report(rows).count("| variant |") >= 12
+        report.markdown_report(rows).count("| variant |") >= 12
     )  # 2 modes x (time, spread, memory, rate...)
     with pytest.raises(CourseInputError, match="metric"):
-        cli.markdown_table(rows, "forward", metric="speed")
-    assert len(cli.plot_results(rows).axes) == 4  # time and memory, for each of the two modes
-    points = cli.roofline_points(rows)
+        report.markdown_table(rows, "forward", metric="speed")
+    assert len(report.plot_results(rows).axes) == 4  # time and memory, for each of the two modes
+    points = report.roofline_points(rows)
     assert [(p.variant, p.seq_len) for p in points] == [
         ("split", 8)
     ]  # forward, timed, with a byte model
@@ -372,7 +386,7 @@ def test_csv_columns_tables_and_plots(tmp_path):
 
 def test_plots_reject_empty_rows_and_missing_ceilings():
     with pytest.raises(CourseInputError, match="empty"):
-        cli.plot_results([])
+        report.plot_results([])
     with pytest.raises(CourseInputError, match="empty"):
         bench.plot_roofline([], bench.Ceilings(1.0, 1.0, "cpu", 1))
     with pytest.raises(CourseInputError, match="measure_ceilings"):
@@ -408,7 +422,9 @@ def test_command_line_writes_csv_plots_and_tables(tmp_path, capsys, monkeypatch)
     for name in ("bench.csv", "bench.md", "bench.png", "roofline.png"):
         assert (tmp_path / name).is_file(), name
     out = capsys.readouterr().out
-    assert "Ceilings: peak matmul" in out and "share of the measured matmul peak" in out
+    assert "Ceilings: peak matmul" in out and "Load average at the start: " in out
+    assert "Threads: " in out and "- forward, n=8: " in out  # header and the ranking
+    assert "share of the measured matmul peak" in (tmp_path / "bench.md").read_text()
 
 
 def test_command_line_reports_bad_input(tmp_path, capsys):
@@ -422,6 +438,7 @@ def test_full_config_reaches_long_sequences():
         and max(cli.quick_config("cpu").seq_lens) >= 1024
     )
     assert cli.full_config("cpu").min_run_time > cli.quick_config("cpu").min_run_time
+    assert cli.full_config("cpu").min_rounds > cli.quick_config("cpu").min_rounds
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -436,7 +453,8 @@ def test_full_config_reaches_long_sequences():
         (dict(modes=("backward",)), "modes"),
         (dict(variants=("nope",)), "known variants are: wrapper"),
         (dict(variants=()), "at least one"),
-        (dict(min_runs=0), "min_runs"),
+        (dict(min_rounds=0), "min_rounds"),
+        (dict(min_rounds=4, max_rounds=3), "max_rounds"),
         (dict(warmup=-1), "warmup"),
         (dict(min_run_time=0), "min_run_time"),
         (dict(device="tpu"), "device"),
@@ -445,7 +463,7 @@ def test_full_config_reaches_long_sequences():
 )
 def test_bad_config_gets_a_clear_error(changes, message):
     with pytest.raises(CourseInputError, match=message):
-        cli.run_benchmark(tiny_config(**changes))
+        sweep.run_benchmark(tiny_config(**changes))
 
 
 def test_bad_arguments_to_helpers():
