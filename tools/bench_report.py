@@ -1,8 +1,8 @@
 """What ``make bench`` writes and prints: the CSV, the Markdown tables, the rankings, the plots,
 and the comparison of two runs' rankings (``python -m tools.bench --compare A.csv B.csv``).
 
-The rows are ``tools.bench.BenchRow``; the rankings are recomputed here from each row's median
-and quartiles (``tools.bench_rounds.rank``), so a CSV read back gives the same rankings.
+The rows are ``tools.bench_sweep.BenchRow``; the rankings are recomputed here from each row's
+median and quartiles (``tools.bench_rounds.rank``), so a CSV read back gives the same rankings.
 """
 
 from __future__ import annotations
