@@ -33,6 +33,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_causal_mask, b.mask_tril, {"bug": "mask_past"}),
         (cu.checks.check_causal_mask, b.mask_keep, {"bug": "keep_mask"}),
         (cu.checks.check_causal_mask, b.mask_float, {"bug": "mask_float"}),
+        (cu.checks.check_causal_mask, b.mask_additive, {"bug": "mask_additive"}),
         (cu.checks.check_causal_mask, b.mask_fixed_size, {"bug": "mask_fixed_size"}),
         (
             cu.checks.check_causal_mask,

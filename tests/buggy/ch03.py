@@ -39,6 +39,12 @@ def mask_flat(n):
     return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1).flatten()
 
 
+def mask_additive(n):
+    # PyTorch's nn.Transformer.generate_square_subsequent_mask(n) returns this float mask (0 below,
+    # -inf above the diagonal), a common answer; it once crashed the check (IndexError inside it).
+    return torch.nn.Transformer.generate_square_subsequent_mask(n)
+
+
 def mask_stub(n):
     raise NotImplementedError()
 
