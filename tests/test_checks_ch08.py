@@ -86,6 +86,8 @@ def test_right_samplers_pass(answer, capsys):
         (b.sample_reseeds_global, "sample_global_rng_changed"),
         (b.sample_fresh_generator, "sample_generator_replaced"),
         (b.sample_top_k_50, "sample_filtered_top_tokens"),
+        (b.sample_top_k_200, "sample_filtered_top_tokens"),
+        (b.sample_ignores_temperature, "temperature_after_softmax"),
         (b.sample_top_p_099, "sample_filtered_top_tokens"),
         (b.sample_divides_in_place, "input_modified"),
         (b.sample_float_ids_when_sampling, "sample_not_ids"),
@@ -118,6 +120,8 @@ def test_right_caches_pass(answer, capsys):
         (b.cache_attend_then_append, "cache_attend_before_append"),
         (b.cache_only_new, "cache_not_accumulated"),
         (b.cache_mask_top_left, "cache_mask_top_left"),
+        (b.cache_mask_square, "cache_mask_wrong_shape"),
+        (b.cache_mask_one_late, "cache_mask_offset"),
         (b.cache_no_mask, "cache_chunk_unmasked"),
         (b.cache_no_scale, "cache_not_scaled"),
         (b.cache_values_from_keys, "cache_values_from_keys"),
@@ -140,7 +144,7 @@ def test_top_k_filtering_is_seen_only_in_the_wide_vocabulary():
     failure = assert_bug(
         checks.check_sample_next_token, b.sample_top_k_50, "sample_filtered_top_tokens"
     )
-    assert "Only the 50 most likely of the 200 tokens" in str(failure)
+    assert "Only the 50 most likely of the 1000 tokens" in str(failure)
 
 
 def test_right_draws_sit_far_inside_the_tolerance_and_filtered_ones_far_outside():

@@ -137,6 +137,7 @@ def check_mask_after_softmax(fn: Callable[[torch.Tensor, float], torch.Tensor]) 
         [
             ("no_renormalise", replace(_WAY_AFTER, renormalise=None)),
             ("renormalise_wrong_dim", replace(_WAY_AFTER, renormalise=-2)),
+            ("renormalise_no_keepdim", replace(_WAY_AFTER, renormalise_keepdim=False)),
         ],
     )
 

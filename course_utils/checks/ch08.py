@@ -166,9 +166,9 @@ DRAWS = 20_000
 Z = 7.0  # how many standard errors a cumulative frequency may stray from its probability
 SAMPLE_LOGITS = ((1.5, 0.5, 0.0, -0.5, -2.0), (3.0, 2.0, 1.0, 0.5, 0.25))
 TEMPERATURES = (1.0, 0.5, 2.0, 0.25)
-# 200 tokens with Zipf-like probabilities 1/rank: the 150 least likely hold 23% and the last 1% is spread over
-# 12 of them, so a hidden top-k (k=50) or top-p (p=0.99) filter shows.
-WIDE = tuple((-torch.arange(1, 201, dtype=torch.float64).log()).tolist())
+# 1,000 tokens with Zipf-like probabilities 1/rank: the 800 least likely hold 21%, so a hidden top-k filter
+# (nanoGPT's sample.py keeps top_k = 200, Hugging Face's default is 50) or top-p (p=0.99) shows.
+WIDE = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tolist())
 
 
 def _draw(name, sample, logits, temperature, seed, what):
@@ -331,8 +331,8 @@ CACHE_BUGS = (
 )
 
 
-def _cached_variant(attn, x, cache, i, bug):
-    """Cached step i, with one catalogued mistake switched on."""
+def _cached_variant(attn, x, cache, i, bug, shift=0):
+    """Cached step i, with one catalogued mistake switched on (``shift``: the mask's rows off by it)."""
     b, m, _ = x.shape
     h, hd = attn.num_heads, attn.head_dim
 
@@ -347,7 +347,7 @@ def _cached_variant(attn, x, cache, i, bug):
     before_append = bug == "cache_attend_before_append" and cache is not None
     seen_k, seen_v = (old_k, old_v) if before_append else (all_k, all_v)
     t, past = seen_k.shape[2], all_k.shape[2] - m
-    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past)
+    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past + shift)
     hidden = None if bug == "cache_chunk_unmasked" else torch.arange(t) > rows  # (m, t)
     recipe = E.Recipe(scale="none" if bug == "cache_not_scaled" else "sqrt_d_k", mask="none")
     context = E.attention(q, seen_k, seen_v, recipe, mask=hidden)  # (b, h, m, hd)
@@ -413,8 +413,15 @@ def check_attend_with_cache(attend_with_cache) -> None:
     def student(attn, x_part, cache, i):
         x_new = x_part.clone()
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
-        with _KeyRows(attn, x_new.shape[0]) as rows:
-            result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+        try:
+            with _KeyRows(attn, x_new.shape[0]) as rows:
+                result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+        except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
+            if cache is not None and "must match the size" in str(failure.__cause__):
+                raise E.fail_with(
+                    name, "cache_mask_wrong_shape", str(failure).split("\n\n")[1]
+                ) from None
+            raise
         key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):
             raise E.fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
@@ -447,8 +454,13 @@ def check_attend_with_cache(attend_with_cache) -> None:
             if not E.same(got, want):
                 if torch.isnan(got).all():
                     raise E.fail_with(name, "cache_mask_times_inf", where)
-                for bug in CACHE_BUGS:
-                    if E.same(got, _run_cached(partial(_cached_variant, bug=bug), attn, x, chunks)):
+                variants = [(bug, 0) for bug in CACHE_BUGS] + [
+                    ("cache_mask_offset", 1),
+                    ("cache_mask_offset", -1),
+                ]
+                for bug, shift in variants:
+                    step = partial(_cached_variant, bug=bug, shift=shift)
+                    if E.same(got, _run_cached(step, attn, x, chunks)):
                         raise E.fail_with(name, bug, where)
                 if cache_dtypes - {x.dtype}:
                     raise E.fail_with(
