@@ -48,6 +48,16 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_mask_after_softmax, b.after_no_renormalise, {"bug": "no_renormalise"}),
         (
             cu.checks.check_mask_after_softmax,
+            b.after_renormalise_no_keepdim,
+            {"bug": "renormalise_no_keepdim"},
+        ),
+        (
+            cu.checks.check_mask_before_softmax,
+            b.before_scale_multiplied,
+            {"bug": "scale_multiplied"},
+        ),
+        (
+            cu.checks.check_mask_after_softmax,
             b.after_renormalise_dim1,
             {"bug": "renormalise_wrong_dim"},
         ),

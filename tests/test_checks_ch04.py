@@ -32,6 +32,8 @@ NAMED_BUGS = [
     (buggy.ScaleByDk, "scale_d_k"),
     (buggy.ScaleByDin, "scale_d_in"),
     (buggy.ScaleAfterSoftmax, "scale_after_softmax"),
+    (buggy.ScaleNegativeExponent, "scale_multiplied"),
+    (buggy.KeysValuesSwapped, "keys_values_swapped"),
     (buggy.MaskAfterSoftmax, "mask_after_softmax"),
     (buggy.MaskAfterSoftmaxInf, "mask_after_softmax"),
     (buggy.NoMask, "mask_missing"),

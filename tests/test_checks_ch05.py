@@ -78,6 +78,9 @@ def test_split_accepts_right_classes(cls, capsys):
 
 
 SPLIT_BUGS = [
+    (buggy.OutProjOnValues, "out_proj_on_values"),
+    (buggy.ScaleMultiplied, "scale_multiplied"),
+    (buggy.KeysValuesSwapped, "keys_values_swapped"),
     (buggy.SoftmaxOverHeads, "softmax_over_heads"),
     (buggy.SoftmaxOverQueries, "softmax_over_queries"),
     (buggy.NoScaling, "no_scaling"),

@@ -551,3 +551,15 @@ class DropoutZeroBecomesDefault(Correct):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
         self.dropout = nn.Dropout(dropout or 0.1)
+
+
+# Round two. ScaleNegativeExponent: rasbt/LLMs-from-scratch#856 (`/ keys.shape[-1] ** -0.5`).
+# KeysValuesSwapped: written to the pattern of unpacking the projections in the wrong order.
+class ScaleNegativeExponent(Correct):
+    def scale(self, scores, d_k):
+        return scores / d_k**-0.5
+
+
+class KeysValuesSwapped(Correct):
+    def project(self, x):
+        return self.W_query(x), self.W_value(x), self.W_key(x)

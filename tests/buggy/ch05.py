@@ -526,3 +526,24 @@ class MaskMovedToCpuSplit(Split):
 
     def apply_mask(self, scores, n):
         return scores.masked_fill(self.mask.to("cpu", torch.bool)[:n, :n], -torch.inf)
+
+
+# Round two. OutProjOnValues: written to the pattern of applying the output projection to the values
+# before the split (it runs, shapes agree). ScaleMultiplied: esceptico/perceiver-io#9, scores divided
+# by scale = head_dim ** -0.5. KeysValuesSwapped: the projections unpacked in the wrong order.
+class OutProjOnValues(Split):
+    def project(self, x):
+        return self.W_query(x), self.W_key(x), self.out_proj(self.W_value(x))
+
+    def output(self, context):
+        return context
+
+
+class ScaleMultiplied(Split):
+    def scale(self, scores):
+        return scores / self.head_dim**-0.5
+
+
+class KeysValuesSwapped(Split):
+    def project(self, x):
+        return self.W_query(x), self.W_value(x), self.W_key(x)

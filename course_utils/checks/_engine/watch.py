@@ -128,7 +128,13 @@ class Watch(TorchFunctionMode):
             else None
         )
         result = func(*args, **kwargs)
-        if name in ("dropout", "scaled_dot_product_attention", "softmax", "_softmax"):
+        if name in (
+            "dropout",
+            "scaled_dot_product_attention",
+            "softmax",
+            "_softmax",
+            "log_softmax",
+        ):
             self.calls.append((name, before, args, kwargs, result))
         for item in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(item, torch.Tensor):
