@@ -33,6 +33,8 @@ NAMED_BUGS = [
     (buggy.ScaleByDin, "scale_d_in"),
     (buggy.ScaleAfterSoftmax, "scale_after_softmax"),
     (buggy.ScaleNegativeExponent, "scale_multiplied"),
+    (buggy.KeyCreatedFirst, "layer_init_order"),
+    (buggy.RandomDrawBeforeLayers, "layer_init_differs"),
     (buggy.KeysValuesSwapped, "keys_values_swapped"),
     (buggy.MaskAfterSoftmax, "mask_after_softmax"),
     (buggy.MaskAfterSoftmaxInf, "mask_after_softmax"),
