@@ -234,7 +234,7 @@ def check_input_embedding(embedding_cls: type) -> None:
                     ("last_positions", lambda: token_part + pos_values[length - n :]),
                     ("positions_shifted", lambda: token_part + pos_values[1 : n + 1]),
                 ],
-                "output = token_table(token_ids) + position_table(torch.arange(n)).",
+                "add the token embeddings and the embeddings of positions 0 .. n - 1.",
             )
         E.probe_device(name, copy.deepcopy(layer), ids, where)
         E.probe_backward(name, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
@@ -331,7 +331,7 @@ def _check_in_proj(name, where, got, init, blocks, what):
     raise E.fail(
         name,
         f"{where} in_proj_{what} is wrong: {E.describe_difference(expected, got)}.",
-        f"in_proj_{what} = torch.cat([query, key, value], dim=0).",
+        f"in_proj_{what} holds the query, key and value parts stacked in that order along dim 0.",
     )
 
 
@@ -539,7 +539,7 @@ def check_tiny_gpt(cls: type) -> None:
                             lambda: head(tok[ids] + pos[: ids.shape[1]]),
                         ),
                     ],
-                    "logits = head(attn(embed(token_ids))).",
+                    "embed the tokens, run the attention layer on them, then apply the head.",
                 )
             later = ids.clone()
             later[:, -1] = (later[:, -1] + 1) % case.vocab

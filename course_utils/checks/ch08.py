@@ -35,7 +35,7 @@ LR, MOMENTUM, DROPOUT = (
     0.3,
 )  # momentum: the optimizer has state; dropout: train mode matters
 GRAPH_HINT = (
-    "loss.backward() needs a graph: compute the logits with gradients on (no torch.no_grad() "
+    "the backward pass needs a graph: compute the logits with gradients on (no torch.no_grad() "
     "around the forward pass, no .detach())."
 )
 
@@ -282,8 +282,8 @@ def _check_frequencies(name, sample, row, temperature, probe=False):
     raise E.fail(
         name,
         shown,
-        "probs = torch.softmax(logits / temperature, dim=-1), then "
-        "torch.multinomial(probs, num_samples=1, generator=generator).",
+        "draw with torch.multinomial and the generator given, from the softmax of logits / "
+        "temperature over the last axis.",
     )
 
 
