@@ -86,7 +86,7 @@ def test_right_samplers_pass(answer, capsys):
         (b.sample_reseeds_global, "sample_global_rng_changed"),
         (b.sample_fresh_generator, "sample_generator_replaced"),
         (b.sample_top_k_50, "sample_filtered_top_tokens"),
-        (b.sample_top_k_200, "sample_filtered_top_tokens"),
+        (b.sample_top_k_200, "sample_filtered_top_tokens"),  # seen in the 1,000-token probe
         (b.sample_ignores_temperature, "temperature_after_softmax"),
         (b.sample_top_p_099, "sample_filtered_top_tokens"),
         (b.sample_divides_in_place, "input_modified"),
@@ -144,7 +144,7 @@ def test_top_k_filtering_is_seen_only_in_the_wide_vocabulary():
     failure = assert_bug(
         checks.check_sample_next_token, b.sample_top_k_50, "sample_filtered_top_tokens"
     )
-    assert "Only the 50 most likely of the 1000 tokens" in str(failure)
+    assert "Only the 50 most likely of the 200 tokens" in str(failure)
 
 
 def test_right_draws_sit_far_inside_the_tolerance_and_filtered_ones_far_outside():
@@ -203,3 +203,18 @@ NON_ANSWERS = [
 def test_non_answers_never_crash_a_check(check, answer):
     with pytest.raises(CheckFailure):
         check(answer)
+
+
+def test_the_vast_probe_keeps_right_draws_inside_and_top_k_200_far_outside():
+    """The 1,000-token probe's margins with its 2,000 draws, over several generator seeds."""
+
+    def distance(sample, seed):
+        batch = torch.tensor(checks.VAST).repeat(checks.VAST_DRAWS, 1)
+        ids = sample(batch, 1.0, torch.Generator().manual_seed(seed))
+        freq = torch.bincount(ids, minlength=len(checks.VAST)).double() / checks.VAST_DRAWS
+        probs = torch.softmax(torch.tensor(checks.VAST, dtype=torch.float64), dim=-1)
+        order = probs.argsort(descending=True)
+        return float(checks._distance(freq[order].cumsum(-1), probs[order], checks.VAST_DRAWS))
+
+    assert max(distance(b.sample_right, seed) for seed in range(8)) < checks.Z / 1.5
+    assert min(distance(b.sample_top_k_200, seed) for seed in range(4)) > 2 * checks.Z
