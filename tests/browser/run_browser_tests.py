@@ -21,11 +21,12 @@ For each notebook it asserts:
   place") with a stub in that cell or an earlier one. Cells after it are not run in the exercise;
   the solution notebook, which must run completely, covers them.
 * **Every figure loaded.** Every ``<img>`` of the rendered markdown that is served by the lab
-  itself (``../figures/x.png`` and any other local picture) or embedded in the notebook (a cell
-  attachment, ``![alt](attachment:x.png)``, which JupyterLab shows as a ``data:`` picture) has
-  ``naturalWidth > 0``, and the number of rendered figures equals the number of ``figures/`` and
-  ``attachment:`` references in the notebook's markdown. External pictures (the Colab badge) are
-  skipped: the browser is offline.
+  itself (``../figures/x.png`` and any other local picture) or embedded in the notebook (an inline
+  ``![alt](data:image/png;base64,...)``, what the generator writes, or a cell attachment) has
+  ``naturalWidth > 0``, and the number of rendered figures equals the number of ``figures/``,
+  ``data:`` and ``attachment:`` references in the notebook's markdown. External pictures (the Colab
+  badge) are skipped: the browser is offline. The first figure is photographed
+  (``results/browser/<notebook>__figure.png``).
 * **Every widget rendered.** No output shows a widget's text fallback (``VBox(children=(...``:
   the ipywidgets lab extension did not load), no "Error displaying widget", no view stuck on
   "Loading widget...", and every executed explorer cell (tag ``explorer`` or a call to
@@ -233,13 +234,13 @@ def execution_problems(nb, exercise: bool) -> tuple[list[str], list[str]]:
 
 
 def figure_references(nb) -> list[str]:
-    """Picture references of the notebook's markdown that point into figures/ or to a cell attachment."""
+    """Picture references of the notebook's markdown: into figures/, inline data: or a cell attachment."""
     refs = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         for ref in MARKDOWN_IMAGE.findall(cell.source) + HTML_IMAGE.findall(cell.source):
-            if ref.startswith("attachment:") or (
+            if ref.startswith(("attachment:", "data:image/")) or (
                 "figures/" in ref and not re.match(r"^[a-z]+:", ref)
             ):
                 refs.append(ref)
@@ -694,6 +695,7 @@ class BrowserLab:
         report.problems += problems
         report.notes += notes
         self._check_figures(page, source_nb, report)
+        self._photograph_figure(page, relpath)
         report.lap("figures", clock)
         self._check_widgets(page, saved, report)
         report.lap("widgets", clock)
@@ -764,6 +766,18 @@ class BrowserLab:
         skipped = len(found) - len(local)
         if skipped:
             report.notes.append(f"{skipped} external pictures not checked (offline browser)")
+
+    def _photograph_figure(self, page, relpath: str) -> None:
+        """A screenshot of the first markdown cell showing an embedded figure (proof it renders)."""
+        cell = page.locator(".jp-Notebook .jp-MarkdownCell").filter(
+            has=page.locator("img[src^='data:image/']")
+        )
+        if not cell.count():
+            return
+        with contextlib.suppress(Exception):
+            cell.first.scroll_into_view_if_needed()
+            name = relpath.replace("/", "__").removesuffix(".ipynb") + "__figure.png"
+            cell.first.screenshot(path=str(self.results / name))
 
     def _check_widgets(self, page, saved, report: NotebookReport) -> None:
         def settled():
