@@ -12,6 +12,7 @@ a cell that ends with the call shows the picture once and prints no object repr.
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import os
@@ -477,6 +478,24 @@ def _display(obj) -> None:
     display(obj)
 
 
+FRAME_CLASS = "course-frame"
+"""The HTML class of an explorer's picture (the browser test finds the frame by it)."""
+
+
+def frame_html(png: bytes) -> str:
+    """The picture ``png`` as HTML: an ``<img>`` holding the PNG inline as a ``data:`` URI.
+
+    The explorers send each frame this way, as the text of an ``ipywidgets.HTML``, rather than as
+    an ``ipywidgets.Image``: an Image's bytes travel as a binary comm buffer, the weak spot of
+    Colab's widget manager; text travels in the JSON every front end handles.
+    """
+    data = base64.b64encode(png).decode("ascii")
+    return (
+        f'<img class="{FRAME_CLASS}" alt="the explorer\'s picture" '
+        f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}">'
+    )
+
+
 def handles(fig: Figure) -> dict:
     """The dict a ``draw`` function keeps its artists in between calls (empty on a new figure)."""
     return fig.__dict__.setdefault("_course_handles", {})
@@ -484,7 +503,8 @@ def handles(fig: Figure) -> dict:
 
 class Explorer:
     """Live controls (``controls``, by ``compute``'s argument names) over one ``figure`` redrawn as
-    the PNG ``image``; ``message`` (and ``error``) explain rejected values; ``widget`` is shown."""
+    the PNG ``png``, shown by the HTML widget ``image`` (:func:`frame_html`); ``message`` (and
+    ``error``) explain rejected values; ``widget`` is shown."""
 
     def __init__(
         self,
@@ -500,9 +520,7 @@ class Explorer:
         self.figure = new_figure(figsize)
         self.figure.set_dpi(LIVE_DPI)
         self.view, self.error, self.png = None, None, b""
-        self.image = widgets.Image(
-            format="png", layout=widgets.Layout(max_width="100%", height="auto")
-        )
+        self.image = widgets.HTML()  # the frame as an inline PNG: no binary buffer (see frame_html)
         self.message = widgets.HTML()
         self.widget = widgets.VBox([*controls.values(), self.message, self.image])
         for control in controls.values():
@@ -527,7 +545,7 @@ class Explorer:
             self.png = render_png(self.figure)
         finally:
             torch.set_num_threads(threads)
-        self.image.value = self.png
+        self.image.value = frame_html(self.png)
 
     def _ipython_display_(self) -> None:
         _display(self.widget)

@@ -383,3 +383,54 @@ def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_pat
     ), lines
     assert WHAT_TO_DO in lines[0]
     assert not (tmp_path / "course").exists()
+
+
+# ----------------------------------------------------------------------------- explorer transport
+def _binary_buffers(widget) -> list:
+    """The binary buffers ipywidgets would send for ``widget`` and every widget inside it."""
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    found, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        _, _, buffers = _remove_buffers(w.get_state())
+        found += [(type(w).__name__, len(b)) for b in buffers]
+        todo += list(getattr(w, "children", ()))
+    return found
+
+
+@pytest.mark.parametrize(
+    "name", __import__("tools.bench_explorers").bench_explorers.explorer_names()
+)
+def test_no_explorer_sends_a_binary_buffer(name, monkeypatch):
+    """Colab's widget manager is weak on binary comm buffers (what ipywidgets.Image sends): every
+    frame of every explorer travels as text (an HTML widget holding a data: PNG), at start and
+    after each control move, and nothing a widget sends carries a buffer."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    from course_utils import plotting
+    from tools import bench_explorers as bench
+
+    sent = []
+    original = ipywidgets.Widget._send
+    monkeypatch.setattr(
+        ipywidgets.Widget,
+        "_send",
+        lambda self, msg, buffers=None: (sent.append(buffers or []), original(self, msg, buffers)),
+    )
+    explorer = bench.start(name)
+    assert _binary_buffers(explorer.widget) == []
+    for control, attribute, value in bench.moves(explorer)[:4]:
+        before = explorer.image.value
+        setattr(explorer.controls[control], attribute, value)
+        assert explorer.image.value != before and explorer.image.value == plotting.frame_html(
+            explorer.png
+        )
+        assert _binary_buffers(explorer.widget) == []
+    assert sent and [b for b in sent if b] == []  # state updates were sent, none with a buffer
+
+
+def test_the_buffer_rule_fails_on_an_image_widget():
+    """The rule can fail: an ipywidgets.Image (the old transport) carries its PNG as a buffer."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    image = ipywidgets.Image(value=b"\x89PNG\r\n\x1a\n" + b"x" * 10, format="png")
+    assert _binary_buffers(ipywidgets.VBox([ipywidgets.HTML("a"), image])) == [("Image", 18)]

@@ -31,9 +31,9 @@ For each notebook it asserts:
   the ipywidgets lab extension did not load), no "Error displaying widget", no view stuck on
   "Loading widget...", and every executed explorer cell (tag ``explorer`` or a call to
   ``*_explorer(``) shows a widget view.
-* **Every explorer is live.** An explorer is a widget view with an ``Image`` or an ``Output`` in
-  it; each of its sliders, dropdowns, checkboxes, toggle buttons and radio buttons is moved once,
-  and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
+* **Every explorer is live.** An explorer is a widget view with a picture in it (an ``HTML``
+  widget's ``<img>``: the course's frames; or an ``Image`` or an ``Output``); each of its sliders,
+  dropdowns, checkboxes, toggle buttons and radio buttons is moved once, and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
   are left alone (no generic value to type) and reported as skipped. The time from each move to
   the new picture on screen (browser -> kernel -> compute, draw, PNG -> browser) is reported per
   explorer, not asserted: it depends on the machine and its load.
@@ -421,7 +421,7 @@ JS_CELLS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map(
         widget: !!o.querySelector('.jupyter-widgets')}))};
 })"""
 JS_PLOT = """el => {
-    const imgs = [...el.querySelectorAll('.widget-output img, img.widget-image')];
+    const imgs = [...el.querySelectorAll('.widget-output img, img.widget-image, .widget-html img')];
     let h = 2166136261 >>> 0;
     const s = imgs.map(i => i.getAttribute('src') || '').join('|');
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619) >>> 0; }
@@ -438,7 +438,7 @@ CONTROLS = (
     ("radio buttons", ".widget-radio-box"),
 )
 SKIPPED_CONTROLS = ".widget-text input, .widget-textarea textarea, .widget-combobox input"
-PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image"
+PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image, .jupyter-widgets .widget-html img"
 JS_EXPLORER_NAME = """e => { const cell = e.closest('.jp-Cell'); const code = cell && cell.querySelector('.jp-InputArea');
     const m = code ? (code.innerText || '').match(/(\\w+_explorer)\\s*\\(/) : null; return m ? m[1] : ''; }"""
 
