@@ -50,8 +50,8 @@ test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use thi
 exercises: $(STAMP) ## regenerate notebooks/ from solutions/
 	$(PY) -m tools.nbtools exercises
 
-headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution
-	$(PY) -m tools.nbtools headers
+headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
+	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
 	$(PY) -m tools.nbtools execute

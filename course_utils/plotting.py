@@ -471,6 +471,16 @@ def static_mode() -> bool:
     return False
 
 
+def progress(iterable, desc: str):
+    """``iterable`` with a tqdm progress bar in a live notebook (a widget bar in Jupyter and Colab);
+    plain under :func:`static_mode`, so stored solutions and nbval hold no machine-dependent bar."""
+    if static_mode():
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc)
+
+
 def _display(obj) -> None:
     """Show ``obj`` in the notebook (tests and the benchmark replace this to capture it)."""
     from IPython.display import display
