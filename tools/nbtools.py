@@ -291,10 +291,10 @@ def generate_exercises(
 
         nbgrader_meta.apply_to_file(path)
         nb = read(path)
-        if attachments.embed(nb, FIGURES, f"solutions/{path.name}") and dumps(nb) != dumps(
-            read(path)
-        ):
-            write(nb, path)  # only image references and attachments of markdown cells change
+        attachments.embed(nb, FIGURES, f"solutions/{path.name}")
+        set_kernel_metadata(nb)
+        if dumps(nb) != dumps(read(path)):
+            write(nb, path)  # image references, attachments and kernel metadata only
             written.append(path)
         target = exercises / path.name
         write(make_exercise(nb, path.name), target)
@@ -339,6 +339,30 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
     return problems
 
 
+KERNEL_PYTHON = "3.11.7"
+"""The Python of the course's CI, written into ``language_info`` (see :data:`KERNEL_METADATA`)."""
+KERNEL_METADATA = {
+    # What JupyterLab writes into a notebook when ipykernel's python3 kernel connects: stored
+    # as is, the notebook opens unmodified (JupyterLab compares before it writes). Only the
+    # version varies by machine; with another Python, JupyterLab records that one field.
+    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+    "language_info": {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": KERNEL_PYTHON,
+    },
+}
+
+
+def set_kernel_metadata(nb) -> None:
+    for key, value in KERNEL_METADATA.items():
+        nb.metadata[key] = nbformat.from_dict(copy.deepcopy(value))
+
+
 def clean_solution_metadata(nb) -> None:
     """Drop volatile metadata (timings, widget state) that execution adds."""
     for cell in nb.cells:
@@ -346,10 +370,7 @@ def clean_solution_metadata(nb) -> None:
         cell.metadata.pop("collapsed", None)
     nb.metadata.pop("widgets", None)
     nb.metadata.pop("papermill", None)
-    nb.metadata["language_info"] = nbformat.NotebookNode({"name": "python"})
-    nb.metadata["kernelspec"] = nbformat.NotebookNode(
-        {"display_name": "Python 3", "language": "python", "name": "python3"}
-    )
+    set_kernel_metadata(nb)
 
 
 def execute(paths: Iterable[Path], timeout: int = 300) -> None:
