@@ -20,8 +20,8 @@ What it does, and how close it is to Colab:
   kernel runs with an empty environment (``env -i``), that ``HOME``, the venv first on ``PATH``.
 * **Each notebook alone** in an empty folder (like Colab's ``/content``) where ``course_utils``
   cannot be imported, run top to bottom through its real setup cell by nbclient. A solution must
-  run with no error; an exercise must run up to its first exercise stub (the
-  ``NotImplementedError`` it raises on purpose) with no other error. The setup cell must install
+  run with no error; an exercise runs, as Run All does, up to its first error, which must be an
+  exercise stub's ``NotImplementedError`` (later cells are the solution's to prove). The setup cell must install
   nothing (Colab has every package) and print nothing.
 * **Every explorer control moved** (sliders, drop-downs, check boxes, toggle and radio buttons), as
   a front end does: a ``comm_msg`` ``update`` with the new value; the kernel must answer with a new
@@ -186,7 +186,7 @@ async def drain(kc, parent, buffers):
 
 
 async def main():
-    client = NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=exercise,
+    client = NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=False,
                             resources={"metadata": {"path": "."}})
     before = await asyncio.create_subprocess_exec(sys.executable, "-c",
         "import importlib.util; print(importlib.util.find_spec('course_utils') is None)",
@@ -194,7 +194,7 @@ async def main():
     result["course_utils_absent_before"] = (await before.communicate())[0].decode().strip() == "True"
     try:
         await client.async_execute(cleanup_kc=False)
-    except Exception as exc:  # a cell raised (allow_errors is off for solutions)
+    except Exception as exc:  # a cell raised: the run stops there, as Run All does
         result["errors"].append(f"{type(exc).__name__}: {str(exc)[-600:]}")
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
@@ -302,7 +302,7 @@ def problems_of(result: dict, source: Path, exercise: bool) -> list[str]:
     if not result["course_utils_absent_before"]:
         found.append("course_utils was importable before the setup cell (not a faithful replica)")
     errors = result["errors"]
-    if exercise:  # Run All stops at the first stub in a browser; nbclient goes on: judge the first
+    if exercise:  # stopped at its first error, as Run All does: it must be an exercise stub
         first = errors[:1]
         if first and "NotImplementedError" not in first[0]:
             found.append(f"the first error is not an exercise stub: {first[0]}")
