@@ -35,8 +35,9 @@ For each notebook it asserts:
   widget's ``<img>``: the course's frames; or an ``Image`` or an ``Output``); each of its sliders,
   dropdowns, checkboxes, toggle buttons and radio buttons is moved once, and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
   are left alone (no generic value to type) and reported as skipped. The time from each move to
-  the new picture on screen (browser -> kernel -> compute, draw, PNG -> browser) is reported per
-  explorer, not asserted: it depends on the machine and its load.
+  the new picture loaded on screen (browser -> kernel -> compute, draw, PNG -> browser), timed in
+  the page itself (from the key press, click or change event to the new ``<img>``'s load), is
+  reported per explorer, not asserted: it depends on the machine and its load.
 
 One screenshot per notebook goes to ``results/browser/`` (the first explorer after its controls
 were moved, else the top of the notebook). The server runs on a copy of the course in a
@@ -439,6 +440,29 @@ CONTROLS = (
 )
 SKIPPED_CONTROLS = ".widget-text input, .widget-textarea textarea, .widget-combobox input"
 PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image, .jupyter-widgets .widget-html img"
+JS_ARM_CLOCK = """el => {
+    // In-page clock: the first key press, click or change in the explorer, to the first new picture
+    // of its plot that has loaded (no polling from the test in between).
+    el.__actedAt = null; el.__frameAt = null;
+    if (!el.__clockArmed) {
+        el.__clockArmed = true;
+        for (const kind of ['keydown', 'mousedown', 'change', 'input']) {
+            el.addEventListener(kind, () => { if (el.__actedAt === null) el.__actedAt = performance.now(); }, true);
+        }
+        const seen = img => {
+            const done = () => { if (el.__actedAt !== null && el.__frameAt === null) el.__frameAt = performance.now(); };
+            if (img.complete && img.naturalWidth > 0) done(); else img.addEventListener('load', done, {once: true});
+        };
+        new MutationObserver(records => { for (const r of records) {
+            if (r.type === 'attributes' && r.target.tagName === 'IMG') seen(r.target);
+            for (const n of r.addedNodes || []) {
+                if (n.tagName === 'IMG') seen(n);
+                else if (n.querySelectorAll) n.querySelectorAll('img').forEach(seen);
+            }
+        } }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+    }
+}"""
+JS_READ_CLOCK = """el => (el.__actedAt !== null && el.__frameAt !== null) ? el.__frameAt - el.__actedAt : null"""
 JS_EXPLORER_NAME = """e => { const cell = e.closest('.jp-Cell'); const code = cell && cell.querySelector('.jp-InputArea');
     const m = code ? (code.innerText || '').match(/(\\w+_explorer)\\s*\\(/) : null; return m ? m[1] : ''; }"""
 
@@ -842,6 +866,7 @@ class BrowserLab:
                 for i in range(controls.count()):
                     control = controls.nth(i)
                     label = _control_label(control) or f"{kind} {i + 1}"
+                    explorer.evaluate(JS_ARM_CLOCK)
                     moved_at = _move(page, kind, control)
                     if moved_at is None:
                         report.notes.append(
@@ -857,7 +882,10 @@ class BrowserLab:
                             interval=0.02,
                             what=f"{where}'s plot to change",
                         )
-                        latencies.append((time.monotonic() - moved_at) * 1000)
+                        in_page = explorer.evaluate(JS_READ_CLOCK)
+                        latencies.append(
+                            in_page if in_page else (time.monotonic() - moved_at) * 1000
+                        )
                         before = poll(
                             lambda e=explorer, b=before: _plot_ready(e, b["key"]),
                             redraw_timeout,
