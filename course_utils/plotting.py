@@ -471,16 +471,6 @@ def static_mode() -> bool:
     return False
 
 
-def progress(iterable, desc: str):
-    """``iterable`` with a tqdm progress bar in a live notebook (a widget bar in Jupyter and Colab);
-    plain under :func:`static_mode`, so stored solutions and nbval hold no machine-dependent bar."""
-    if static_mode():
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, desc=desc)
-
-
 def _display(obj) -> None:
     """Show ``obj`` in the notebook (tests and the benchmark replace this to capture it)."""
     from IPython.display import display
@@ -489,21 +479,12 @@ def _display(obj) -> None:
 
 
 FRAME_CLASS = "course-frame"
-"""The HTML class of an explorer's picture (the browser test finds the frame by it)."""
 
 
 def frame_html(png: bytes) -> str:
-    """The picture ``png`` as HTML: an ``<img>`` holding the PNG inline as a ``data:`` URI.
-
-    The explorers send each frame this way, as the text of an ``ipywidgets.HTML``, rather than as
-    an ``ipywidgets.Image``: an Image's bytes travel as a binary comm buffer, the weak spot of
-    Colab's widget manager; text travels in the JSON every front end handles.
-    """
+    """``png`` inline in an ``<img>``: text, where an ``ipywidgets.Image`` sends a binary buffer."""
     data = base64.b64encode(png).decode("ascii")
-    return (
-        f'<img class="{FRAME_CLASS}" alt="the explorer\'s picture" '
-        f'style="max-width:100%;height:auto" src="data:image/png;base64,{data}">'
-    )
+    return f'<img class="{FRAME_CLASS}" style="max-width:100%" src="data:image/png;base64,{data}">'
 
 
 def handles(fig: Figure) -> dict:
@@ -513,8 +494,7 @@ def handles(fig: Figure) -> dict:
 
 class Explorer:
     """Live controls (``controls``, by ``compute``'s argument names) over one ``figure`` redrawn as
-    the PNG ``png``, shown by the HTML widget ``image`` (:func:`frame_html`); ``message`` (and
-    ``error``) explain rejected values; ``widget`` is shown."""
+    the PNG ``image``; ``message`` (and ``error``) explain rejected values; ``widget`` is shown."""
 
     def __init__(
         self,
@@ -530,7 +510,7 @@ class Explorer:
         self.figure = new_figure(figsize)
         self.figure.set_dpi(LIVE_DPI)
         self.view, self.error, self.png = None, None, b""
-        self.image = widgets.HTML()  # the frame as an inline PNG: no binary buffer (see frame_html)
+        self.image = widgets.HTML()  # the PNG as text: Colab is weak on binary widget buffers
         self.message = widgets.HTML()
         self.widget = widgets.VBox([*controls.values(), self.message, self.image])
         for control in controls.values():
