@@ -471,6 +471,13 @@ def static_mode() -> bool:
     return False
 
 
+def progress(iterable, desc: str):
+    """tqdm's bar over ``iterable`` when live; the plain iterable under static_mode (stored outputs)."""
+    from tqdm.auto import tqdm
+
+    return iterable if static_mode() else tqdm(iterable, desc=desc)
+
+
 def _display(obj) -> None:
     """Show ``obj`` in the notebook (tests and the benchmark replace this to capture it)."""
     from IPython.display import display
@@ -478,13 +485,10 @@ def _display(obj) -> None:
     display(obj)
 
 
-FRAME_CLASS = "course-frame"
-
-
 def frame_html(png: bytes) -> str:
     """``png`` inline in an ``<img>``: text, where an ``ipywidgets.Image`` sends a binary buffer."""
     data = base64.b64encode(png).decode("ascii")
-    return f'<img class="{FRAME_CLASS}" style="max-width:100%" src="data:image/png;base64,{data}">'
+    return f'<img class="course-frame" style="max-width:100%" src="data:image/png;base64,{data}">'
 
 
 def handles(fig: Figure) -> dict:

@@ -203,7 +203,7 @@ def test_live_explorer_layout_is_controls_then_one_output(live):
     assert isinstance(explorer.widget, ipywidgets.VBox)
     assert controls == list(explorer.controls.values())
     assert isinstance(message, ipywidgets.HTML) and isinstance(image, ipywidgets.HTML)
-    assert image.value.startswith(f'<img class="{P.FRAME_CLASS}"')
+    assert image.value.startswith('<img class="course-frame"')
     assert isinstance(explorer.controls["n"], ipywidgets.SelectionSlider)
 
 

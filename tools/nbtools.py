@@ -380,7 +380,6 @@ def execute(paths: Iterable[Path], timeout: int = 300) -> None:
     from nbclient import NotebookClient
 
     os.environ["COURSE_STATIC_WIDGETS"] = "1"  # stored outputs show the explorers' static figure
-    os.environ["TQDM_DISABLE"] = "1"  # and no progress bar (tqdm >= 4.66 reads TQDM_* defaults)
 
     for path in paths:
         path = Path(path).resolve()

@@ -130,7 +130,6 @@ def pytest_configure(config):
         # Explorers draw a static figure instead of a live widget (no browser under nbval);
         # the kernels nbval starts inherit this variable.
         os.environ[STATIC_ENV_VAR] = "1"
-        os.environ["TQDM_DISABLE"] = "1"  # no progress bars (tqdm >= 4.66 reads TQDM_* defaults)
 
 
 def pytest_collectstart(collector):
