@@ -12,8 +12,9 @@ regenerate the figures and compare bytes with the committed files.
 
 :data:`FIGURES` maps each figure's name to its chapter, its alt text and its drawing
 function: the one home of every alt text (:func:`alt_text`). Notebooks embed a figure as
-``![<alt text>](attachment:<name>.png)`` (the generator writes it) or
-``![<alt text>](../figures/<name>.png)`` (:func:`markdown`); the tests check both forms.
+``![<alt text>](data:image/png;base64,... "figures/<name>.png")`` (the generator writes it, see
+``tools/attachments.py``) or ``![<alt text>](../figures/<name>.png)`` (:func:`markdown`, what an
+author writes); the tests check both forms.
 Instructor machinery: students never import this module.
 """
 
@@ -198,8 +199,9 @@ def generate(folder: Path | str = FIGURES_DIR, names: Iterable[str] | None = Non
 
 # ----------------------------------------------------------------------------- references in notebooks
 _MARKDOWN_IMAGE = re.compile(
-    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'][^)]*[\"'])?\s*\)"
+    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'](?P<title>[^)]*)[\"'])?\s*\)"
 )
+_DATA_PNG = "data:image/png;base64,"
 _HTML_IMAGE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
 _HTML_ATTRIBUTE = re.compile(
     r"\b(?P<name>src|alt)\s*=\s*(?P<quote>[\"'])(?P<value>.*?)(?P=quote)", re.IGNORECASE | re.DOTALL
@@ -212,10 +214,11 @@ class FigureReference:
 
     notebook: Path
     cell: int
-    src: str  # as written, e.g. ../figures/causal_mask.png or attachment:causal_mask.png
+    src: str  # as written, e.g. ../figures/causal_mask.png, attachment:causal_mask.png, or
+    # figures/causal_mask.png for an inline data: PNG (the title names its source)
     alt: str | None
-    target: Path | None  # a file: resolved against the notebook's folder; None for an attachment
-    attached: bytes | None = None  # an attachment: its PNG bytes (None when the cell lacks it)
+    target: Path | None  # a file: resolved against the notebook's folder; None when embedded
+    attached: bytes | None = None  # embedded: its PNG bytes (None when an attachment is missing)
 
     @property
     def name(self) -> str:
@@ -223,7 +226,8 @@ class FigureReference:
 
 
 def figure_references(notebook: Path | str) -> list[FigureReference]:
-    """Every ``![alt](.../figures/x.png)``, ``<img src=".../figures/x.png">`` and ``![alt](attachment:x.png)``."""
+    """Every ``![alt](.../figures/x.png)``, ``<img src=".../figures/x.png">``, ``![alt](attachment:x.png)``
+    and inline ``![alt](data:image/png;base64,... "figures/x.png")``."""
     notebook = Path(notebook)
     cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
     found = []
@@ -232,7 +236,13 @@ def figure_references(notebook: Path | str) -> list[FigureReference]:
             continue
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else source
-        candidates = [(m["src"], m["alt"]) for m in _MARKDOWN_IMAGE.finditer(text)]
+        candidates = []
+        for m in _MARKDOWN_IMAGE.finditer(text):
+            if m["src"].startswith(_DATA_PNG) and (m["title"] or "").startswith("figures/"):
+                data = base64.b64decode(m["src"][len(_DATA_PNG) :])
+                found.append(FigureReference(notebook, index, m["title"], m["alt"], None, data))
+            else:
+                candidates.append((m["src"], m["alt"]))
         for tag in _HTML_IMAGE.finditer(text):
             attributes = {
                 m["name"].lower(): m["value"] for m in _HTML_ATTRIBUTE.finditer(tag.group())
