@@ -1,0 +1,86 @@
+"""Code taught by chapter 10, exported from its `#| export` cells.
+
+Generated from solutions/10_transformer.ipynb by `make exercises`; do not edit: edit the notebook.
+"""
+
+import torch
+from torch import nn
+
+from .ch05 import MultiHeadAttention
+from .ch06 import copy_into_torch_mha, merge_heads, split_heads
+
+__all__ = ["Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias"]
+
+
+class Attention(MultiHeadAttention):
+    """Chapter 05's layer with a switch: causal or not; keys and values from memory (default x)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False, causal=True):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads, qkv_bias)
+        self.causal = causal
+
+    def forward(self, x, memory=None, memory_real=None):
+        """x: (b, n, d_in), memory: (b, m, d_in) or None, memory_real: (b, m) bool -> (b, n, d_out)."""
+        memory = x if memory is None else memory
+        n, m = x.shape[1], memory.shape[1]
+        if max(n, m) > self.context_length:
+            raise ValueError(f"the input has {max(n, m)} tokens, but this layer was built for "
+                             f"context_length={self.context_length}")
+        q = split_heads(self.W_query(x), self.num_heads)  # (b, h, n, hd)
+        k = split_heads(self.W_key(memory), self.num_heads)  # (b, h, m, hd)
+        v = split_heads(self.W_value(memory), self.num_heads)  # (b, h, m, hd)
+        scores = q @ k.transpose(2, 3) / self.head_dim**0.5  # (b, h, n, m)
+        if self.causal:
+            scores = scores.masked_fill(self.mask[:n, :m], -torch.inf)  # (b, h, n, m)
+        if memory_real is not None:
+            scores = scores.masked_fill(~memory_real[:, None, None, :], -torch.inf)  # (b, h, n, m)
+        weights = self.dropout(torch.softmax(scores, dim=-1))  # (b, h, n, m)
+        return self.out_proj(merge_heads(weights @ v))  # (b, n, d_out)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, norm_first=True, causal=True):
+        super().__init__()
+        self.attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=causal)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x):
+        """x: (b, n, d_model) -> (b, n, d_model)."""
+        if self.norm_first:
+            x = x + self.drop(self.attn(self.norm1(x)))  # (b, n, d): norm, attend, add
+            return x + self.drop(self.ff(self.norm2(x)))  # (b, n, d): norm, feed forward, add
+        x = self.norm1(x + self.drop(self.attn(x)))  # (b, n, d): attend, add, norm
+        return self.norm2(x + self.drop(self.ff(x)))  # (b, n, d): feed forward, add, norm
+
+
+def copy_into_encoder_layer(block, layer):
+    """Copy a TransformerBlock's weights into an nn.TransformerEncoderLayer (in place)."""
+    copy_into_torch_mha(block.attn, layer.self_attn)
+    pairs = ((block.norm1, layer.norm1), (block.norm2, layer.norm2),
+             (block.ff[0], layer.linear1), (block.ff[2], layer.linear2))
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            theirs.weight.copy_(ours.weight)
+            theirs.bias.copy_(ours.bias)
+
+
+def sinusoidal_positions(n, d):
+    """(n, d): row p is the encoding of position p, sin(p w_i) at feature 2i, cos(p w_i) at 2i + 1."""
+    p = torch.arange(n, dtype=torch.float32)[:, None]  # (n, 1)
+    omega = 10_000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,): one per pair
+    table = torch.zeros(n, d)  # (n, d)
+    table[:, 0::2] = torch.sin(p * omega)  # (n, d/2): even features
+    table[:, 1::2] = torch.cos(p * omega)  # (n, d/2): odd features
+    return table
+
+
+def alibi_bias(n, num_heads):
+    """(h, n, n) additive bias: -m_h * (i - j) for keys j <= i, -inf for future keys."""
+    slopes = 2.0 ** (-8.0 * torch.arange(1, num_heads + 1) / num_heads)  # (h,)
+    distance = torch.arange(n)[:, None] - torch.arange(n)[None, :]  # (n, n): i - j
+    bias = slopes[:, None, None] * -distance  # (h, n, n): 0 on the diagonal, more negative further back
+    return bias.masked_fill(distance < 0, -torch.inf)  # (h, n, n): causal too

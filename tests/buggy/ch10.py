@@ -1,0 +1,219 @@
+"""Wrong answers to chapter 10's exercises, one per known bug, each with where it comes from.
+
+``Block`` is a right TransformerBlock whose forward is split into overridable steps; every buggy
+class changes one. Each list holds (answer, mistake id the check must name);
+tests/test_checks_ch10.py runs them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import course_utils as cu
+
+
+# ============================================================================= the block
+class Block(nn.Module):
+    """The chapter's TransformerBlock: the given __init__ and a right forward."""
+
+    def __init__(
+        self, d_model, num_heads, d_ff, context_length, dropout=0.0, norm_first=True, causal=True
+    ):
+        super().__init__()
+        self.attn = cu.chapters.Attention(
+            d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=causal
+        )
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x):
+        return self.pre(x) if self.norm_first else self.post(x)
+
+    def pre(self, x):
+        x = x + self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+    def post(self, x):
+        x = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(x + self.drop(self.ff(x)))
+
+
+# ----------------------------------------------------------------------------- one bug each
+class AlwaysPreNorm(Block):
+    """norm_first ignored: the GPT-2 block written once and used for both flags."""
+
+    def forward(self, x):
+        return self.pre(x)
+
+
+class AlwaysPostNorm(Block):
+    """keras-team/keras-io#2144 and karpathy/ng-video-lecture#22: the paper's post-norm block
+    written where pre-norm was meant (here: for both flags)."""
+
+    def forward(self, x):
+        return self.post(x)
+
+
+class FlagInverted(Block):
+    """The branches of `if self.norm_first` exchanged."""
+
+    def forward(self, x):
+        return self.post(x) if self.norm_first else self.pre(x)
+
+
+class ResidualAfterNorm(Block):
+    """Howuhh/faster-trajectory-transformer#3 (norm_x + attn(norm_x)) and lbcb-sci/RiNALMo#9."""
+
+    def pre(self, x):
+        x = self.norm1(x)
+        x = x + self.drop(self.attn(x))
+        x = self.norm2(x)
+        return x + self.drop(self.ff(x))
+
+
+class FfnWithoutResidual(Block):
+    """Written to the pattern of kyegomez/BitNet#32 (a residual lost in the block's forward)."""
+
+    def pre(self, x):
+        x = x + self.drop(self.attn(self.norm1(x)))
+        return self.drop(self.ff(self.norm2(x)))
+
+    def post(self, x):
+        x = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(self.drop(self.ff(x)))
+
+
+class AttentionWithoutResidual(Block):
+    """Chapter 06's TinyGPT wiring kept inside a block (attention output replaces x)."""
+
+    def pre(self, x):
+        x = self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+class FfnResidualFromInput(Block):
+    """strutive07/transformer-tensorflow2.0#14: layer_norm_2(inputs + ffn(...)) instead of
+    layer_norm_2(attention_result + ffn(...))."""
+
+    def post(self, x):
+        h = self.norm1(x + self.drop(self.attn(x)))
+        return self.norm2(x + self.drop(self.ff(h)))
+
+
+class SameNormTwice(Block):
+    """allenai/OLMo#222: self.norm used before attention and before the FFN."""
+
+    def pre(self, x):
+        x = x + self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.ff(self.norm1(x)))
+
+
+class NormsExchanged(Block):
+    """Written to the pattern of a copy-paste slip: norm2 before attention, norm1 before the FFN."""
+
+    def pre(self, x):
+        x = x + self.drop(self.attn(self.norm2(x)))
+        return x + self.drop(self.ff(self.norm1(x)))
+
+
+class ResidualDetached(Block):
+    """Written to the pattern of 'x.detach()' kept from a debugging print: right numbers, no
+    gradient through the residual."""
+
+    def pre(self, x):
+        x = x.detach() + self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+class DropoutAlwaysOn(Block):
+    """F.dropout without training=self.training (its default is True), a classic of tutorials."""
+
+    def pre(self, x):
+        x = x + F.dropout(self.attn(self.norm1(x)), self.drop.p)
+        return x + F.dropout(self.ff(self.norm2(x)), self.drop.p)
+
+
+class InPlaceResidual(Block):
+    """x += ... on the caller's tensor: the input changes under the caller."""
+
+    def pre(self, x):
+        x += self.drop(self.attn(self.norm1(x)))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+BLOCK_BUGS = [
+    (AlwaysPreNorm, "block_norm_placement"),
+    (AlwaysPostNorm, "block_norm_placement"),
+    (FlagInverted, "block_norm_placement"),
+    (ResidualAfterNorm, "block_residual_after_norm"),
+    (FfnWithoutResidual, "block_ffn_no_residual"),
+    (AttentionWithoutResidual, "block_attn_no_residual"),
+    (FfnResidualFromInput, "block_ffn_residual_from_input"),
+    (SameNormTwice, "block_norm_reused"),
+    (NormsExchanged, "block_norms_exchanged"),
+    (ResidualDetached, "block_gradient_differs"),
+    (DropoutAlwaysOn, "block_dropout_in_eval"),
+    (InPlaceResidual, "input_modified"),
+]
+
+
+# ============================================================================= sinusoidal positions
+def _angles(n, d, start=0, exponent_scale=2.0):
+    p = torch.arange(start, start + n, dtype=torch.float32)[:, None]  # (n, 1)
+    return p * 10_000.0 ** (-exponent_scale * torch.arange(d // 2) / d)  # (n, d/2)
+
+
+def _interleave(even, odd):
+    return torch.stack([even, odd], dim=-1).flatten(1)  # (n, d)
+
+
+def phases_swapped(n, d):
+    # Written to the pattern of the paper's formula read with the indices exchanged: cos at 2i, sin at 2i + 1.
+    a = _angles(n, d)
+    return _interleave(torch.cos(a), torch.sin(a))
+
+
+def halves(n, d):
+    # allenai/allennlp#2993 (tensor2tensor's layout): torch.cat([sin, cos]).
+    a = _angles(n, d)
+    return torch.cat([torch.sin(a), torch.cos(a)], dim=1)
+
+
+def frequency_per_feature(n, d):
+    # Kyubyong/transformer#38: pos / 10000^(2i/d) for every feature i, then sin at even, cos at odd.
+    angle = torch.arange(n, dtype=torch.float32)[:, None] * 10_000.0 ** (-2 * torch.arange(d) / d)
+    table = torch.zeros(n, d)
+    table[:, 0::2], table[:, 1::2] = torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])
+    return table
+
+
+def pair_index(n, d):
+    # Written to the pattern of torch.arange(d // 2) / d for the exponent (2 forgotten).
+    a = _angles(n, d, exponent_scale=1.0)
+    return _interleave(torch.sin(a), torch.cos(a))
+
+
+def from_one(n, d):
+    # Written to the pattern of positions counted from 1 (torch.arange(1, n + 1)).
+    a = _angles(n, d, start=1)
+    return _interleave(torch.sin(a), torch.cos(a))
+
+
+def integer_table(n, d):
+    # torch.zeros(n, d, dtype=torch.long) as the table: every value truncated to 0 or +-1.
+    return _interleave(torch.sin(_angles(n, d)), torch.cos(_angles(n, d))).long()
+
+
+SINUSOID_BUGS = [
+    (phases_swapped, "sinusoid_phases_swapped"),
+    (halves, "sinusoid_halves"),
+    (frequency_per_feature, "sinusoid_frequency_per_feature"),
+    (pair_index, "sinusoid_pair_index"),
+    (from_one, "sinusoid_positions_from_one"),
+    (integer_table, "sinusoid_not_float"),
+]

@@ -1,0 +1,88 @@
+"""Right but unusual answers to chapter 10's exercises: every one must pass its check."""
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.buggy.ch10 import Block
+
+
+class BlockWithSublayerHelper(Block):
+    """The Annotated Transformer's style: one helper for 'residual around a sub-layer', used twice."""
+
+    def sublayer(self, x, norm, f):
+        if self.norm_first:
+            return x + self.drop(f(norm(x)))
+        return norm(x + self.drop(f(x)))
+
+    def forward(self, x):
+        x = self.sublayer(x, self.norm1, self.attn)
+        return self.sublayer(x, self.norm2, self.ff)
+
+
+class BlockFunctionalNorms(Block):
+    """F.layer_norm with the norms' own weights, and the FFN's parts called one by one."""
+
+    def norm(self, which, x):
+        return F.layer_norm(x, which.normalized_shape, which.weight, which.bias, which.eps)
+
+    def forward(self, x):
+        ffn = lambda t: self.ff[2](self.ff[1](self.ff[0](t)))  # noqa: E731
+        if self.norm_first:
+            h = x + self.drop(self.attn(self.norm(self.norm1, x)))
+            return h + self.drop(ffn(self.norm(self.norm2, h)))
+        h = self.norm(self.norm1, self.drop(self.attn(x)) + x)
+        return self.norm(self.norm2, self.drop(ffn(h)) + h)
+
+
+class BlockInPlaceOnCopy(Block):
+    """In-place additions on a fresh tensor (never the caller's)."""
+
+    def forward(self, x):
+        if not self.norm_first:
+            return self.post(x)
+        h = self.drop(self.attn(self.norm1(x)))
+        h += x
+        out = self.drop(self.ff(self.norm2(h)))
+        out += h
+        return out
+
+
+def sinusoid_with_exp_log(n, d):
+    """The PyTorch tutorial's form: exp(-log(10000) * 2i / d), float64 result."""
+    position = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(10000.0) / d))
+    table = torch.zeros(n, d, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * div_term)
+    table[:, 1::2] = torch.cos(position * div_term)
+    return table
+
+
+def sinusoid_with_numpy_loops(n, d):
+    """Plain Python loops over positions and pairs, into NumPy, then torch.from_numpy."""
+    table = np.zeros((n, d), dtype=np.float32)
+    for p in range(n):
+        for i in range(d // 2):
+            angle = p / 10_000 ** (2 * i / d)
+            table[p, 2 * i], table[p, 2 * i + 1] = math.sin(angle), math.cos(angle)
+    return torch.from_numpy(table)
+
+
+def sinusoid_with_cos_as_shifted_sin(n, d):
+    """cos(a) written as sin(a + pi/2), one sin over a (n, d) angle table."""
+    i = torch.arange(d)
+    angle = torch.arange(n)[:, None] * 10_000.0 ** (-(i - i % 2) / d) + (i % 2) * math.pi / 2
+    return torch.sin(angle)
+
+
+ANSWERS = [
+    ("check_transformer_block", (BlockWithSublayerHelper,)),
+    ("check_transformer_block", (BlockFunctionalNorms,)),
+    ("check_transformer_block", (BlockInPlaceOnCopy,)),
+    ("check_sinusoidal_positions", (sinusoid_with_exp_log,)),
+    ("check_sinusoidal_positions", (sinusoid_with_numpy_loops,)),
+    ("check_sinusoidal_positions", (sinusoid_with_cos_as_shifted_sin,)),
+]
