@@ -16,6 +16,7 @@ from tests.correct import ch10 as correct
 
 check_block = cu.checks.check_transformer_block
 check_sinusoid = cu.checks.check_sinusoidal_positions
+check_decoder = cu.checks.check_decoder_block
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -38,6 +39,18 @@ def test_block_names_which_placement_was_asked_for():
     assert "computes the pre-norm block where the post-norm one was asked for" in str(failure)
 
 
+@pytest.mark.parametrize("cls", [cu.chapters.DecoderBlock, buggy.Decoder], ids=lambda c: c.__name__)
+def test_decoder_accepts_right_classes(cls, capsys):
+    assert_passes(check_decoder, cls, capsys=capsys)
+
+
+@pytest.mark.parametrize(
+    ("cls", "bug"), buggy.DECODER_BUGS, ids=[c.__name__ for c, _ in buggy.DECODER_BUGS]
+)
+def test_decoder_names_the_bug(cls, bug):
+    assert_names_bug(check_decoder, cls, bug=bug)
+
+
 def test_sinusoid_accepts_the_chapters_function(capsys):
     assert_passes(check_sinusoid, cu.chapters.sinusoidal_positions, capsys=capsys)
 
@@ -56,8 +69,12 @@ def test_unusual_right_answers_pass(check, args, capsys):
 
 @pytest.mark.parametrize(
     ("check", "answer"),
-    [(check_block, buggy.Block), (check_sinusoid, cu.chapters.sinusoidal_positions)],
-    ids=["block", "sinusoid"],
+    [
+        (check_block, buggy.Block),
+        (check_decoder, buggy.Decoder),
+        (check_sinusoid, cu.chapters.sinusoidal_positions),
+    ],
+    ids=["block", "decoder", "sinusoid"],
 )
 def test_keeps_random_state_threads_and_is_fast(check, answer, capsys):
     torch.manual_seed(42)
@@ -135,3 +152,47 @@ def test_attention_causal_equals_chapter_05():
     torch.testing.assert_close(ours(x), theirs(x))
     with pytest.raises(ValueError, match="context_length=6"):
         ours(torch.randn(1, 7, 12))
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_decoder_equals_transformer_decoder_layer(norm_first):
+    torch.manual_seed(12)
+    ours = cu.chapters.DecoderBlock(24, 4, 48, 9, norm_first=norm_first)
+    theirs = nn.TransformerDecoderLayer(
+        24, 4, 48, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first
+    )
+    cu.chapters.copy_into_decoder_layer(ours, theirs)
+    x, memory = torch.randn(2, 6, 24), torch.randn(2, 9, 24)
+    real = cu.chapters.padding_mask([9, 5], 9)
+    causal = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    inputs_ours = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
+    inputs_theirs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
+    out_ours = ours(*inputs_ours, real)
+    out_theirs = theirs(
+        *inputs_theirs, tgt_mask=causal, memory_key_padding_mask=~real, tgt_is_causal=True
+    )
+    torch.testing.assert_close(out_ours, out_theirs, atol=1e-5, rtol=1e-4)
+    g_ours = _grads(out_ours, [*inputs_ours, ours.cross_attn.W_key.weight, ours.norm3.bias])
+    g_theirs = _grads(
+        out_theirs, [*inputs_theirs, theirs.multihead_attn.in_proj_weight, theirs.norm3.bias]
+    )
+    g_theirs[2] = g_theirs[2][24:48]  # W_key's rows of in_proj_weight
+    for a, b in zip(g_ours, g_theirs):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_cross_attention_equals_multihead_attention_with_key_padding():
+    torch.manual_seed(13)
+    ours = cu.chapters.Attention(16, 16, 8, 0.0, num_heads=2, qkv_bias=True, causal=False)
+    theirs = nn.MultiheadAttention(16, 2, batch_first=True)
+    cu.chapters.copy_into_torch_mha(ours, theirs)
+    x, memory = torch.randn(3, 4, 16, requires_grad=True), torch.randn(3, 8, 16, requires_grad=True)
+    real = cu.chapters.padding_mask([8, 3, 6], 8)
+    out_ours = ours(x, memory, real)
+    out_theirs, _ = theirs(x, memory, memory, key_padding_mask=~real, need_weights=False)
+    torch.testing.assert_close(out_ours, out_theirs, atol=1e-5, rtol=1e-4)
+    g_ours = _grads(out_ours, [x, memory, ours.W_value.weight])
+    g_theirs = _grads(out_theirs, [x, memory, theirs.in_proj_weight])
+    g_theirs[2] = g_theirs[2][32:]
+    for a, b in zip(g_ours, g_theirs):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

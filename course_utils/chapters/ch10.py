@@ -9,7 +9,10 @@ from torch import nn
 from .ch05 import MultiHeadAttention
 from .ch06 import copy_into_torch_mha, merge_heads, split_heads
 
-__all__ = ["Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias"]
+__all__ = [
+    "Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias",
+    "DecoderBlock", "copy_into_decoder_layer",
+]
 
 
 class Attention(MultiHeadAttention):
@@ -84,3 +87,38 @@ def alibi_bias(n, num_heads):
     distance = torch.arange(n)[:, None] - torch.arange(n)[None, :]  # (n, n): i - j
     bias = slopes[:, None, None] * -distance  # (h, n, n): 0 on the diagonal, more negative further back
     return bias.masked_fill(distance < 0, -torch.inf)  # (h, n, n): causal too
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, norm_first=True):
+        super().__init__()
+        self.self_attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=True)
+        self.cross_attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=False)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x, memory, memory_real=None):
+        """x: (b, n, d_model), memory: (b, m, d_model), memory_real: (b, m) bool -> (b, n, d_model)."""
+        if self.norm_first:
+            x = x + self.drop(self.self_attn(self.norm1(x)))  # (b, n, d)
+            x = x + self.drop(self.cross_attn(self.norm2(x), memory, memory_real))  # (b, n, d): queries from x
+            return x + self.drop(self.ff(self.norm3(x)))  # (b, n, d)
+        x = self.norm1(x + self.drop(self.self_attn(x)))  # (b, n, d)
+        x = self.norm2(x + self.drop(self.cross_attn(x, memory, memory_real)))  # (b, n, d)
+        return self.norm3(x + self.drop(self.ff(x)))  # (b, n, d)
+
+
+def copy_into_decoder_layer(block, layer):
+    """Copy a DecoderBlock's weights into an nn.TransformerDecoderLayer (in place)."""
+    copy_into_torch_mha(block.self_attn, layer.self_attn)
+    copy_into_torch_mha(block.cross_attn, layer.multihead_attn)
+    pairs = ((block.norm1, layer.norm1), (block.norm2, layer.norm2), (block.norm3, layer.norm3),
+             (block.ff[0], layer.linear1), (block.ff[2], layer.linear2))
+    with torch.no_grad():
+        for ours, theirs in pairs:
+            theirs.weight.copy_(ours.weight)
+            theirs.bias.copy_(ours.bias)

@@ -168,6 +168,132 @@ def check_transformer_block(cls: type) -> None:
     )
 
 
+# --------------------------------------------------------------------------- the decoder block
+# (d_model, num_heads, d_ff, context_length, batch, target tokens, source tokens, seed); the first
+# has n == m, so that queries and keys swapped still run and can be named
+DECODER_CASES = ((8, 2, 16, 8, 2, 5, 5, 1311), (12, 3, 24, 9, 3, 4, 7, 1312))
+_DECODER_PARTS = ("self_attn", "cross_attn", "norm1", "norm2", "norm3", "ff", "drop")
+
+
+def _decoder_wired(p: dict, x, memory, real, norm_first: bool, bug: str | None = None):
+    """The decoder block from its parts; ``bug`` rewires it the way one known mistake does."""
+    sa, ca, ff, drop = p["self_attn"], p["cross_attn"], p["ff"], p["drop"]
+    n1, n2, n3 = p["norm1"], p["norm2"], p["norm3"]
+    if bug == "block_norm_placement":
+        norm_first = not norm_first
+
+    def cross(h):
+        if bug in ("decoder_cross_swapped", "swapped with the padding mask"):
+            return ca(memory, h, real if bug == "swapped with the padding mask" else None)
+        if bug == "decoder_memory_unused":
+            return ca(h, None, None)
+        return ca(h, memory, None if bug == "decoder_padding_ignored" else real)
+
+    base = (lambda h: memory) if bug == "decoder_cross_residual_from_memory" else (lambda h: h)
+    if norm_first:
+        x = x + drop(sa(n1(x)))
+        x = base(x) + drop(cross(n2(x)))
+        return x + drop(ff(n3(x)))
+    x = n1(x + drop(sa(x)))
+    x = n2(base(x) + drop(cross(x)))
+    return n3(x + drop(ff(x)))
+
+
+_DECODER_BUGS = (
+    "decoder_cross_swapped",
+    "decoder_memory_unused",
+    "decoder_padding_ignored",
+    "decoder_cross_residual_from_memory",
+    "block_norm_placement",
+)
+
+
+def _decoder_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
+    d, h, d_ff, ctx, b, n, m, seed = case
+    what = (
+        f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
+        f"dropout=0.0, norm_first={norm_first})"
+    )
+    with E.preserved_rng():
+        torch.manual_seed(seed)
+        module = E.call(check, cls, d, h, d_ff, ctx, 0.0, norm_first=norm_first, what=what)
+    if not isinstance(module, nn.Module):
+        raise E.fail_with(check, "not_a_module", what=what, kind=type(module).__name__)
+    parts = {
+        name: E.find_attribute(check, module, name, what, "the given __init__'s part")
+        for name in _DECODER_PARTS
+    }
+    with torch.no_grad():
+        g = E.generator(seed + 7)
+        for name in ("norm1", "norm2", "norm3"):
+            for param in parts[name].parameters():
+                param.add_(0.5 * torch.randn(param.shape, generator=g))
+    x, memory = E.randn(b, n, d, seed=seed + 1), E.randn(b, m, d, seed=seed + 2)
+    real = (
+        torch.arange(m) < torch.tensor([m - i for i in range(b)])[:, None]
+    )  # (b, m): text i has i pads
+    call = f"{what}(x, memory, memory_real) with x {tuple(x.shape)}, memory {tuple(memory.shape)}"
+    with E.isolated():
+        got = E.call_pure(check, module, [x, memory], real, what=call)
+        got = E.expect_tensor_output(check, got, call, (b, n, d))
+        expected = _decoder_wired(parts, x, memory, real, norm_first)
+        if not E.same(got, expected):
+            candidates = [
+                (bug, lambda bug=bug: _decoder_wired(parts, x, memory, real, norm_first, bug))
+                for bug in _DECODER_BUGS
+            ]
+            candidates.append(
+                (
+                    "decoder_cross_swapped",
+                    lambda: _decoder_wired(
+                        parts, x, memory, real, norm_first, "swapped with the padding mask"
+                    ),
+                )
+            )
+            bug = E.match_bug(got, candidates)
+            placement = ("pre-norm", "post-norm") if norm_first else ("post-norm", "pre-norm")
+            if bug:
+                raise E.fail_with(
+                    check,
+                    bug,
+                    f"With norm_first={norm_first}:",
+                    wanted=placement[0],
+                    got=placement[1],
+                )
+            raise E.fail(
+                check,
+                f"With norm_first={norm_first}, {call} differs from the decoder block computed from "
+                f"its parts: {E.describe_difference(expected, got)}.",
+            )
+    inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
+    weights = [*inputs, *module.parameters()]
+    with E.preserved_rng():
+        grads = _grads(check, lambda t: module(t, inputs[1], real), weights, what)
+        wanted = _grads(
+            check, lambda t: _decoder_wired(parts, t, inputs[1], real, norm_first), weights, what
+        )
+    for got_g, want_g in zip(grads, wanted):
+        if (got_g is None) != (want_g is None) or (got_g is not None and not E.same(got_g, want_g)):
+            raise E.fail_with(check, "block_gradient_differs", f"With norm_first={norm_first}:")
+
+
+def check_decoder_block(cls: type) -> None:
+    """Check a ``DecoderBlock(d_model, num_heads, d_ff, context_length, dropout, norm_first)``
+    class: causal self-attention (norm1), cross-attention with queries from x and keys/values from
+    memory under memory_real (norm2), the FFN (norm3); pre- or post-norm; outputs and gradients."""
+    __tracebackhide__ = True
+    name = "check_decoder_block"
+    E.ensure_class(name, cls, "a class such as DecoderBlock")
+    for case in DECODER_CASES:
+        for norm_first in (True, False):
+            _decoder_case(name, cls, case, norm_first)
+    E.passed(
+        name,
+        f"pre-norm and post-norm match on {len(DECODER_CASES)} configurations (source as long as "
+        "the target and longer, padded), gradients to x and memory too",
+    )
+
+
 # --------------------------------------------------------------------------- sinusoidal positions
 SINUSOID_CASES = ((7, 8), (50, 16), (12, 6), (1, 2))
 
@@ -224,4 +350,4 @@ def check_sinusoidal_positions(fn: object) -> None:
     E.passed(name, f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
 
 
-__all__ = ["check_sinusoidal_positions", "check_transformer_block"]
+__all__ = ["check_decoder_block", "check_sinusoidal_positions", "check_transformer_block"]

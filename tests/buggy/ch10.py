@@ -217,3 +217,101 @@ SINUSOID_BUGS = [
     (from_one, "sinusoid_positions_from_one"),
     (integer_table, "sinusoid_not_float"),
 ]
+
+
+# ============================================================================= the decoder block
+class Decoder(nn.Module):
+    """The chapter's DecoderBlock: the given __init__ and a right forward in overridable steps."""
+
+    def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, norm_first=True):
+        super().__init__()
+        make = cu.chapters.Attention
+        self.self_attn = make(d_model, d_model, context_length, dropout, num_heads, True, True)
+        self.cross_attn = make(d_model, d_model, context_length, dropout, num_heads, True, False)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(h, memory, memory_real)
+
+    def residual_base(self, x, memory):
+        return x
+
+    def forward(self, x, memory, memory_real=None):
+        if self.norm_first:
+            x = x + self.drop(self.self_attn(self.norm1(x)))
+            x = self.residual_base(x, memory) + self.drop(
+                self.cross(self.norm2(x), memory, memory_real)
+            )
+            return x + self.drop(self.ff(self.norm3(x)))
+        x = self.norm1(x + self.drop(self.self_attn(x)))
+        x = self.norm2(
+            self.residual_base(x, memory) + self.drop(self.cross(x, memory, memory_real))
+        )
+        return self.norm3(x + self.drop(self.ff(x)))
+
+
+class CrossQueriesFromMemory(Decoder):
+    """rexrex9/nlp_torchtext#2: the decoder computed Q from the encoder's output, K and V from its own."""
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(memory, h, memory_real)
+
+
+class CrossQueriesFromMemoryNoMask(Decoder):
+    """The same swap without the padding mask."""
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(memory, h)
+
+
+class CrossIgnoresMemory(Decoder):
+    """Written to the pattern of lucidrains/reformer-pytorch#90 (the decoder attends over its own tokens
+    where the encoder's output belongs): cross_attn(h) alone."""
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(h)
+
+
+class SourcePaddingIgnored(Decoder):
+    """Kamichanw/SeekDeeper#3: the cross-attention ran without the source mask."""
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(h, memory)
+
+
+class CrossResidualFromMemory(Decoder):
+    """georgepar/slp#26: the encoder's output used as the residual of the cross-attention."""
+
+    def residual_base(self, x, memory):
+        return memory
+
+
+class DecoderAlwaysPreNorm(Decoder):
+    """norm_first ignored."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.norm_first = True
+
+
+class MemoryDetached(Decoder):
+    """memory.detach() ('the encoder is done'): the encoder would never learn from the decoder's loss."""
+
+    def cross(self, h, memory, memory_real):
+        return self.cross_attn(h, memory.detach(), memory_real)
+
+
+DECODER_BUGS = [
+    (CrossQueriesFromMemory, "decoder_cross_swapped"),
+    (CrossQueriesFromMemoryNoMask, "decoder_cross_swapped"),
+    (CrossIgnoresMemory, "decoder_memory_unused"),
+    (SourcePaddingIgnored, "decoder_padding_ignored"),
+    (CrossResidualFromMemory, "decoder_cross_residual_from_memory"),
+    (DecoderAlwaysPreNorm, "block_norm_placement"),
+    (MemoryDetached, "block_gradient_differs"),
+]

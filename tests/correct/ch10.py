@@ -5,9 +5,9 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from tests.buggy.ch10 import Block
+import course_utils as cu
+from tests.buggy.ch10 import Block, Decoder
 
 
 class BlockWithSublayerHelper(Block):
@@ -85,4 +85,40 @@ ANSWERS = [
     ("check_sinusoidal_positions", (sinusoid_with_exp_log,)),
     ("check_sinusoidal_positions", (sinusoid_with_numpy_loops,)),
     ("check_sinusoidal_positions", (sinusoid_with_cos_as_shifted_sin,)),
+]
+
+
+class DecoderWithSdpaCross(Decoder):
+    """Cross-attention computed with SDPA from cross_attn's own weights and a boolean key mask."""
+
+    def cross(self, h, memory, memory_real):
+        a = self.cross_attn
+        split = cu.chapters.split_heads
+        q, k, v = (
+            split(a.W_query(h), a.num_heads),
+            split(a.W_key(memory), a.num_heads),
+            split(a.W_value(memory), a.num_heads),
+        )
+        mask = None if memory_real is None else memory_real[:, None, None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return a.out_proj(cu.chapters.merge_heads(out))
+
+
+class DecoderWithLoop(Decoder):
+    """The three sub-layers as a loop over (norm, function) pairs."""
+
+    def forward(self, x, memory, memory_real=None):
+        steps = (
+            (self.norm1, self.self_attn),
+            (self.norm2, lambda h: self.cross_attn(h, memory, memory_real)),
+            (self.norm3, self.ff),
+        )
+        for norm, f in steps:
+            x = x + self.drop(f(norm(x))) if self.norm_first else norm(x + self.drop(f(x)))
+        return x
+
+
+ANSWERS += [
+    ("check_decoder_block", (DecoderWithSdpaCross,)),
+    ("check_decoder_block", (DecoderWithLoop,)),
 ]
