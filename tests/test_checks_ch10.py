@@ -17,6 +17,7 @@ from tests.correct import ch10 as correct
 check_block = cu.checks.check_transformer_block
 check_sinusoid = cu.checks.check_sinusoidal_positions
 check_decoder = cu.checks.check_decoder_block
+check_packed = cu.checks.check_packed_causal_mask
 
 
 # ----------------------------------------------------------------------------- the checks
@@ -49,6 +50,17 @@ def test_decoder_accepts_right_classes(cls, capsys):
 )
 def test_decoder_names_the_bug(cls, bug):
     assert_names_bug(check_decoder, cls, bug=bug)
+
+
+def test_packed_accepts_the_chapters_function(capsys):
+    assert_passes(check_packed, cu.chapters.packed_causal_mask, capsys=capsys)
+
+
+@pytest.mark.parametrize(
+    ("fn", "bug"), buggy.PACKED_BUGS, ids=[f.__name__ for f, _ in buggy.PACKED_BUGS]
+)
+def test_packed_names_the_bug(fn, bug):
+    assert_names_bug(check_packed, fn, bug=bug)
 
 
 def test_sinusoid_accepts_the_chapters_function(capsys):

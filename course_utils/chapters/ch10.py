@@ -4,6 +4,7 @@ Generated from solutions/10_transformer.ipynb by `make exercises`; do not edit: 
 """
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .ch05 import MultiHeadAttention
@@ -11,7 +12,7 @@ from .ch06 import copy_into_torch_mha, merge_heads, split_heads
 
 __all__ = [
     "Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias",
-    "DecoderBlock", "copy_into_decoder_layer",
+    "DecoderBlock", "copy_into_decoder_layer", "packed_causal_mask", "masked_block_attention",
 ]
 
 
@@ -122,3 +123,18 @@ def copy_into_decoder_layer(block, layer):
         for ours, theirs in pairs:
             theirs.weight.copy_(ours.weight)
             theirs.bias.copy_(ours.bias)
+
+
+def packed_causal_mask(doc_ids):
+    """(b, n, n) bool, True = may attend: same document and not in the future."""
+    n = doc_ids.shape[-1]
+    same_doc = doc_ids[:, :, None] == doc_ids[:, None, :]  # (b, n, n): query's doc == key's doc
+    causal = torch.ones(n, n, dtype=torch.bool, device=doc_ids.device).tril()  # (n, n)
+    return same_doc & causal  # (b, n, n)
+
+
+def masked_block_attention(attn, x, allowed):
+    """An Attention layer's projections with SDPA under a (b, n, n) bool mask (True = may attend)."""
+    q, k, v = (split_heads(layer(x), attn.num_heads) for layer in (attn.W_query, attn.W_key, attn.W_value))  # (b, h, n, hd) each
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None])  # (b, h, n, hd)
+    return attn.out_proj(merge_heads(out))  # (b, n, d)

@@ -350,4 +350,76 @@ def check_sinusoidal_positions(fn: object) -> None:
     E.passed(name, f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
 
 
-__all__ = ["check_decoder_block", "check_sinusoidal_positions", "check_transformer_block"]
+# --------------------------------------------------------------------------- packed documents
+PACKED_CASES = (
+    ((0, 0, 0, 1, 1, 2, 2, 2),),  # three documents
+    ((0, 0, 1, 1, 1, 1), (0, 1, 1, 2, 2, 2)),  # two rows, different boundaries
+    ((5, 5, 5, 5, 5),),  # one document: the plain causal mask
+    ((0, 1, 2, 3),),  # every token alone
+    ((7, 7, 3, 3, 3, 9),),  # ids that are neither sorted nor from 0
+)
+
+
+def _packed(doc_ids: torch.Tensor, bug: str | None = None) -> torch.Tensor:
+    n = doc_ids.shape[-1]
+    ids = doc_ids[:1].expand_as(doc_ids) if bug == "packed_first_row_only" else doc_ids
+    same = ids[:, :, None] == ids[:, None, :]  # (b, n, n)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()  # (n, n)
+    if bug == "packed_leaks_across_documents":
+        return causal.expand_as(same)
+    if bug == "packed_not_causal":
+        return same
+    mask = same & causal
+    return ~mask if bug == "packed_inverted" else mask
+
+
+_PACKED_BUGS = (
+    "packed_leaks_across_documents",
+    "packed_not_causal",
+    "packed_inverted",
+    "packed_first_row_only",
+)
+
+
+def check_packed_causal_mask(fn: object) -> None:
+    """Check ``packed_causal_mask(doc_ids)``: (b, n) document ids -> the (b, n, n) bool mask,
+    True where a query may attend: same document and not in the future."""
+    __tracebackhide__ = True
+    name = "check_packed_causal_mask"
+    E.ensure_callable(name, fn, "a function such as packed_causal_mask")
+    for rows in PACKED_CASES:
+        doc_ids = torch.tensor(rows)  # (b, n)
+        what = f"packed_causal_mask(torch.tensor({[list(r) for r in rows]}))"
+        with E.isolated():
+            got = E.call_pure(name, fn, [doc_ids], what=what)
+        b, n = doc_ids.shape
+        got = E.expect_tensor_output(name, got, what, (b, n, n))
+        if got.dtype != torch.bool:
+            raise E.fail_with(name, "packed_not_bool", what=what, dtype=got.dtype)
+        expected = _packed(doc_ids)
+        if not torch.equal(got, expected):
+            bug = E.first_bug(
+                (bug, torch.equal(got, _packed(doc_ids, bug))) for bug in _PACKED_BUGS
+            )
+            if bug:
+                raise E.fail_with(name, bug, f"In {what}:")
+            wrong = (got != expected).nonzero()[0].tolist()
+            raise E.fail(
+                name,
+                f"{what}: entry {tuple(wrong)} is {bool(got[tuple(wrong)])}, expected "
+                f"{bool(expected[tuple(wrong)])}.",
+            )
+        E.probe_device(name, None, (doc_ids,), f"For {what} on another device:", fn=fn)
+    E.passed(
+        name,
+        f"right on {len(PACKED_CASES)} packings (one to four documents per row, two rows, "
+        "unsorted ids) and made on the input's device",
+    )
+
+
+__all__ = [
+    "check_decoder_block",
+    "check_packed_causal_mask",
+    "check_sinusoidal_positions",
+    "check_transformer_block",
+]

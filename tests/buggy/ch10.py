@@ -315,3 +315,61 @@ DECODER_BUGS = [
     (DecoderAlwaysPreNorm, "block_norm_placement"),
     (MemoryDetached, "block_gradient_differs"),
 ]
+
+
+# ============================================================================= packed documents
+def _same_doc(doc_ids):
+    return doc_ids[:, :, None] == doc_ids[:, None, :]  # (b, n, n)
+
+
+def _causal(doc_ids):
+    n = doc_ids.shape[-1]
+    return torch.ones(n, n, dtype=torch.bool, device=doc_ids.device).tril()
+
+
+def plain_causal(doc_ids):
+    # axolotl-ai-cloud/axolotl#3796: packed rows under the plain causal mask (documents leak).
+    return _causal(doc_ids).expand(doc_ids.shape[0], -1, -1)
+
+
+def positions_reset_only(doc_ids):
+    # DeepOpt-com/WrinkleFree-Monorepo#53: positions restarted per document, the mask left causal.
+    return _causal(doc_ids).repeat(doc_ids.shape[0], 1, 1)
+
+
+def block_diagonal_only(doc_ids):
+    # Written to the pattern of a document mask without the causal part (same_doc alone).
+    return _same_doc(doc_ids)
+
+
+def inverted(doc_ids):
+    # nn.MultiheadAttention's convention (True = hidden) given where SDPA's is asked for.
+    return ~(_same_doc(doc_ids) & _causal(doc_ids))
+
+
+def first_row_only(doc_ids):
+    # Written to the pattern of a mask built for doc_ids[0] and broadcast over the batch.
+    ids = doc_ids[0]
+    return ((ids[:, None] == ids[None, :]) & _causal(doc_ids)).expand(doc_ids.shape[0], -1, -1)
+
+
+def float_mask(doc_ids):
+    # (.float() for SDPA: added to the scores, hides nothing)
+    return (_same_doc(doc_ids) & _causal(doc_ids)).float()
+
+
+def causal_made_on_cpu(doc_ids):
+    # torch.ones(n, n) without device=: right on the CPU, a device mix on a GPU.
+    n = doc_ids.shape[-1]
+    return _same_doc(doc_ids) & torch.ones(n, n, dtype=torch.bool).tril()
+
+
+PACKED_BUGS = [
+    (plain_causal, "packed_leaks_across_documents"),
+    (positions_reset_only, "packed_leaks_across_documents"),
+    (block_diagonal_only, "packed_not_causal"),
+    (inverted, "packed_inverted"),
+    (first_row_only, "packed_first_row_only"),
+    (float_mask, "packed_not_bool"),
+    (causal_made_on_cpu, "cpu_tensor_in_forward"),
+]

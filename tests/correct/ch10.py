@@ -122,3 +122,30 @@ ANSWERS += [
     ("check_decoder_block", (DecoderWithSdpaCross,)),
     ("check_decoder_block", (DecoderWithLoop,)),
 ]
+
+
+def packed_from_boundaries(doc_ids):
+    """Document starts found with diff and cumsum, then 'key after the query's document start'."""
+    b, n = doc_ids.shape
+    start = torch.ones_like(doc_ids, dtype=torch.bool)
+    start[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]  # (b, n): a new document begins here
+    doc = start.cumsum(dim=1)  # (b, n): 1, 1, 2, 2, ...
+    pos = torch.arange(n, device=doc_ids.device)
+    return (doc[:, :, None] == doc[:, None, :]) & (pos[None, :, None] >= pos[None, None, :])
+
+
+def packed_with_loops(doc_ids):
+    """Python loops filling a bool tensor made like the input."""
+    b, n = doc_ids.shape
+    out = torch.zeros(b, n, n, dtype=torch.bool, device=doc_ids.device)
+    for r in range(b):
+        for i in range(n):
+            for j in range(i + 1):
+                out[r, i, j] = bool(doc_ids[r, i] == doc_ids[r, j])
+    return out
+
+
+ANSWERS += [
+    ("check_packed_causal_mask", (packed_from_boundaries,)),
+    ("check_packed_causal_mask", (packed_with_loops,)),
+]
