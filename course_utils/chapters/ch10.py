@@ -13,6 +13,7 @@ from .ch06 import copy_into_torch_mha, merge_heads, split_heads
 __all__ = [
     "Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias",
     "DecoderBlock", "copy_into_decoder_layer", "packed_causal_mask", "masked_block_attention",
+    "repeated_spans", "AttentionOnlyLM", "copy_accuracy", "head_scores",
 ]
 
 
@@ -138,3 +139,66 @@ def masked_block_attention(attn, x, allowed):
     q, k, v = (split_heads(layer(x), attn.num_heads) for layer in (attn.W_query, attn.W_key, attn.W_value))  # (b, h, n, hd) each
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[:, None])  # (b, h, n, hd)
     return attn.out_proj(merge_heads(out))  # (b, n, d)
+
+
+def repeated_spans(batch, n, vocab, generator):
+    """(batch, n) random ids in which a span of 4 .. 14 tokens is repeated right after itself, a
+    (batch, n) bool, True where the next token is predictable by copying, and the (batch,) lengths."""
+    ids = torch.randint(0, vocab, (batch, n), generator=generator)  # (b, n)
+    length = torch.randint(4, 15, (batch, 1), generator=generator)  # (b, 1)
+    start = (torch.rand(batch, 1, generator=generator) * (n - 2 * length + 1)).long()  # (b, 1)
+    pos = torch.arange(n)  # (n,)
+    second = (pos >= start + length) & (pos < start + 2 * length)  # (b, n): the second copy
+    ids = torch.where(second, ids.gather(1, (pos - length).clamp(min=0)), ids)  # (b, n)
+    predictable = second & (pos + 1 < start + 2 * length)  # (b, n): the next token is a copy too
+    return ids, predictable, length[:, 0]
+
+
+class AttentionOnlyLM(nn.Module):
+    def __init__(self, vocab, context_length, d_model, num_heads, num_layers):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(context_length, d_model)
+        self.layers = nn.ModuleList(Attention(d_model, d_model, context_length, 0.0, num_heads)
+                                    for _ in range(num_layers))
+        self.head = nn.Linear(d_model, vocab)
+
+    def run(self, ids, off=()):
+        """Logits (b, n, vocab) and every layer's weights (b, h, n, n), heads in `off` switched off."""
+        n = ids.shape[1]
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(n, device=ids.device))  # (b, n, d)
+        maps = []
+        for i, attn in enumerate(self.layers):
+            q, k, v = (split_heads(layer(x), attn.num_heads) for layer in (attn.W_query, attn.W_key, attn.W_value))  # (b, h, n, hd)
+            scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(attn.mask[:n, :n], -torch.inf)  # (b, h, n, n)
+            weights = torch.softmax(scores, dim=-1)  # (b, h, n, n)
+            keep = torch.tensor([(i, h) not in off for h in range(attn.num_heads)], device=x.device)  # (h,)
+            context = (weights @ v) * keep[:, None, None]  # (b, h, n, hd): switched-off heads give 0
+            x = x + attn.out_proj(merge_heads(context))  # (b, n, d): added to the residual stream
+            maps.append(weights)
+        return self.head(x), maps
+
+    def forward(self, ids, off=()):
+        return self.run(ids, off)[0]  # (b, n, vocab)
+
+    def maps(self, ids):
+        with torch.no_grad():
+            return self.run(ids)[1]  # one (b, h, n, n) per layer
+
+
+def copy_accuracy(model, ids, predictable, off=()):
+    """Fraction of the predictable positions whose next token the model predicts."""
+    with torch.no_grad():
+        guess = model(ids[:, :-1], off).argmax(dim=-1)  # (b, n - 1)
+    hits = guess == ids[:, 1:]  # (b, n - 1)
+    return hits[predictable[:, :-1]].float().mean().item()
+
+
+def head_scores(model, ids, predictable, length):
+    """(layers, heads) previous-token and induction scores on rows made by repeated_spans."""
+    maps = torch.stack(model.maps(ids))  # (layers, b, h, n, n)
+    previous = torch.diagonal(maps, offset=-1, dim1=-2, dim2=-1).mean(dim=(1, 3))  # (layers, h)
+    rows, queries = predictable.nonzero(as_tuple=True)  # one entry per predictable query
+    target = queries - length[rows] + 1  # the key right after the query token's earlier occurrence
+    induction = maps[:, rows, :, queries, target].mean(dim=1)  # (layers, h)
+    return previous, induction
