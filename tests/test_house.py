@@ -50,7 +50,8 @@ def test_course_utils_modules_stay_small():
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message.
 HAND_WRITTEN_BUDGET = (
-    6_908  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this)
+    7_515  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this); 6,908
+    # before chapter 10's checks (checks/ch10.py) and explorer (widgets/layers.py) joined
 )
 
 

@@ -147,11 +147,10 @@ FIGURES: dict[str, FigureSpec] = {
     ),
     "transformer_blocks": FigureSpec(
         "10",
-        "Two transformer blocks side by side. Post-norm: the input goes through attention, is added to "
-        "itself, then normalised; the result goes through the feed-forward network, is added, then "
-        "normalised. Pre-norm: the input is normalised before attention and before the feed-forward "
-        "network, and each sub-layer's output is added to the un-normalised input, so a straight "
-        "residual line runs from input to output.",
+        "Two transformer blocks. Post-norm: attention's output is added to the input, then "
+        "normalised; the same for the feed-forward network. Pre-norm: the input is normalised before "
+        "attention and before the feed-forward network, and each output is added to the "
+        "un-normalised input, so a straight residual line runs from input to output.",
         D10.draw_transformer_blocks,
     ),
 }

@@ -118,10 +118,8 @@ def _block_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
                     wanted=placement[0],
                     got=placement[1],
                 )
-            raise E.fail(
-                check,
-                f"With norm_first={norm_first}, {what}'s output differs from the block computed "
-                f"from its parts: {E.describe_difference(expected, got)}.",
+            raise E.mismatch(
+                check, got, expected, f"With norm_first={norm_first}, {what}'s output differs:", []
             )
     # gradients: the same as those of the block computed from the same parts
     weights = [x.clone().requires_grad_(), *module.parameters()]
@@ -260,11 +258,7 @@ def _decoder_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
                     wanted=placement[0],
                     got=placement[1],
                 )
-            raise E.fail(
-                check,
-                f"With norm_first={norm_first}, {call} differs from the decoder block computed from "
-                f"its parts: {E.describe_difference(expected, got)}.",
-            )
+            raise E.mismatch(check, got, expected, f"With norm_first={norm_first}, {call}:", [])
     inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
     weights = [*inputs, *module.parameters()]
     with E.preserved_rng():
@@ -346,7 +340,7 @@ def check_sinusoidal_positions(fn: object) -> None:
             )
             if bug:
                 raise E.fail_with(name, bug, f"In {what}:")
-            raise E.fail(name, f"{what}: {E.describe_difference(expected.float(), got)}.")
+            raise E.mismatch(name, got, expected.float(), f"{what}:", [])
     E.passed(name, f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
 
 
@@ -403,12 +397,7 @@ def check_packed_causal_mask(fn: object) -> None:
             )
             if bug:
                 raise E.fail_with(name, bug, f"In {what}:")
-            wrong = (got != expected).nonzero()[0].tolist()
-            raise E.fail(
-                name,
-                f"{what}: entry {tuple(wrong)} is {bool(got[tuple(wrong)])}, expected "
-                f"{bool(expected[tuple(wrong)])}.",
-            )
+            raise E.mismatch(name, got, expected, f"{what} (1 = True):", [])
         E.probe_device(name, None, (doc_ids,), f"For {what} on another device:", fn=fn)
     E.passed(
         name,
