@@ -49,7 +49,7 @@ def test_course_utils_modules_stay_small():
 # tools/, then raised once for the probes that name the false passes and crashes an adversarial review of the
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message.
-HAND_WRITTEN_BUDGET = 7_085  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this); +165 issue 31; +12 issue 26 (explorer frame as text, progress bar)
+HAND_WRITTEN_BUDGET = 7_692  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this); +165 issue 31; +12 issue 26; +607 chapter 10 (checks/ch10.py, widgets/layers.py)
 
 
 def test_course_utils_does_not_grow_silently():

@@ -39,6 +39,7 @@ from course_utils.validation import CourseInputError
 from . import diagrams as D
 from . import diagrams_ch08 as D08
 from . import diagrams_ch09 as D09
+from . import diagrams_ch10 as D10
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_DIR = ROOT / "figures"
@@ -144,6 +145,14 @@ FIGURES: dict[str, FigureSpec] = {
         "tokens before it), and the 2 newest of 8 tokens as queries, the bottom-right rows of the band, "
         "which read only keys 4 to 7.",
         D09.draw_sliding_window,
+    ),
+    "transformer_blocks": FigureSpec(
+        "10",
+        "Two transformer blocks. Post-norm: attention's output is added to the input, then "
+        "normalised; the same for the feed-forward network. Pre-norm: the input is normalised before "
+        "attention and before the feed-forward network, and each output is added to the "
+        "un-normalised input, so a straight residual line runs from input to output.",
+        D10.draw_transformer_blocks,
     ),
 }
 """Every figure of the course by name (the file is ``figures/<name>.png``)."""

@@ -84,6 +84,12 @@ BUGS = {
         "kv.repeat(1, n_rep, 1, 1)",
         "gqa_repeat_not_interleave",
     ),
+    "ch10": Bug(
+        "ch10_packed_causal_mask",
+        "return same_doc & causal  # (b, n, n)",
+        "return causal.expand_as(same_doc)  # (b, n, n)",
+        "packed_leaks_across_documents",
+    ),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
 

@@ -19,5 +19,6 @@ from .ch06 import *  # noqa: F403
 from .ch07 import *  # noqa: F403
 from .ch08 import *  # noqa: F403
 from .ch09 import *  # noqa: F403
+from .ch10 import *  # noqa: F403
 
 __all__ = ["Bug", "CheckFailure", *(name for name in dir() if name.startswith("check_"))]

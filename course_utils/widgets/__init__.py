@@ -10,6 +10,7 @@ Each explorer is one line in a notebook::
     cu.widgets.memory_explorer()     # ch07: memory of the (b, h, n, n) score matrix
     cu.widgets.training_explorer(snapshots)  # ch08: a training run, snapshot by snapshot
     cu.widgets.kv_cache_explorer()   # ch09: KV-cache bytes against key/value heads, context, format
+    cu.widgets.layer_explorer(snapshots, labels)  # ch10: every layer's and head's map through training
 
 Each one is a ``*_data`` function (plain data for the control values; unit-tested without a
 figure), a ``draw_*(fig, view)`` function (builds the figure on its first call, then only
@@ -24,7 +25,9 @@ from .heads import *  # noqa: F401,F403  chapters 05-07
 from .heads import __all__ as _heads
 from .kv_cache import *  # noqa: F401,F403  chapter 09
 from .kv_cache import __all__ as _kv_cache
+from .layers import *  # noqa: F401,F403  chapter 10
+from .layers import __all__ as _layers
 from .training import *  # noqa: F401,F403  chapter 08
 from .training import __all__ as _training
 
-__all__ = [*_basics, *_heads, *_training, *_kv_cache]
+__all__ = [*_basics, *_heads, *_training, *_kv_cache, *_layers]
