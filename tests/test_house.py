@@ -49,9 +49,7 @@ def test_course_utils_modules_stay_small():
 # tools/, then raised once for the probes that name the false passes and crashes an adversarial review of the
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message.
-HAND_WRITTEN_BUDGET = (
-    6_908  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this)
-)
+HAND_WRITTEN_BUDGET = 7_073  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this); +165 issue 31
 
 
 def test_course_utils_does_not_grow_silently():
