@@ -17,7 +17,8 @@ def _distance(n_queries, n_keys, device=None, top_left=False):
 
 # --------------------------------------------------------------------------- sliding_window_mask
 def window_cut_short(n_queries, n_keys, window, device=None):
-    # LLMs-from-scratch #1008: the sliding-window KV cache kept window - 1 keys, one short.
+    # The mirror image of huggingface/transformers#29623 (one key too many): window - 1 keys, one
+    # short, the slip of writing `i - j < window - 1` for `i - j < window`.
     d = _distance(n_queries, n_keys, device)
     return (d >= 0) & (d < window - 1)
 
