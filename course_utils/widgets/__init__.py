@@ -20,5 +20,6 @@ updates the artists that change) and its controls, put together by
 """
 
 from .. import registry
+from ._parts import format_bytes
 
-__all__ = registry.collect("explorer", globals())
+__all__ = ["format_bytes", *registry.collect("explorer", globals())]

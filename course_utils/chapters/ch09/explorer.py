@@ -8,7 +8,7 @@ import torch
 
 from course_utils import plotting as P
 from course_utils.chapters import kv_bytes_per_token
-from course_utils.chapters.ch05.explorer import DTYPE_BYTES
+from course_utils.chapters.ch07.explorer import DTYPE_BYTES
 from course_utils.plotting import explorer, handles
 from course_utils.validation import CourseInputError, expect_int
 from course_utils.widgets._parts import (
