@@ -148,3 +148,15 @@ def draw_lookback_task() -> Figure:
     )
     bottom.colorbar(axes[2].images[0], ax=list(axes), shrink=0.7, label="attention weight")
     return fig
+
+
+FIGURES = {
+    "lookback_task": (
+        "The look-back task on twelve tokens: the target at each position is the token two places "
+        "earlier (positions 0 and 1 have none). Below, two 12 by 12 causal attention maps: at the start, "
+        "with zero queries, each row spreads its weight evenly over the keys it may see (the prefix "
+        "average); the right answer puts all of row t's weight on key t - 2.",
+        draw_lookback_task,
+    ),
+}
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""

@@ -112,3 +112,15 @@ def draw_sliding_window() -> Figure:
         color="#333333",
     )
     return fig
+
+
+FIGURES = {
+    "sliding_window": (
+        "Three boolean masks, blue where a query may attend to a key and hatched where it is hidden: "
+        "the 8 by 8 causal mask, the sliding-window band of width 3 (each query sees itself and the 2 "
+        "tokens before it), and the 2 newest of 8 tokens as queries, the bottom-right rows of the band, "
+        "which read only keys 4 to 7.",
+        draw_sliding_window,
+    ),
+}
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
