@@ -1,6 +1,6 @@
 """``make bench``: check, time and measure chapter 07's attention variants, and put them on a roofline.
 
-Instructor machinery (students never import it). The measuring tools are ``course_utils.bench``
+Instructor machinery (students never import it). The measuring tools are ``cu.bench`` (course_utils/chapters/ch07/bench.py)
 (what chapter 07 uses); this file adds the sweep over variants, lengths and modes (every
 variant is checked at every length before it is timed; a wrong one is never timed), the
 command line, the CSV, the tables and the plots::

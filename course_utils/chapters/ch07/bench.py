@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .chapters import MultiHeadAttention
-from .validation import CourseInputError, expect_int, expect_tensor
+from course_utils.chapters import MultiHeadAttention
+from course_utils.validation import CourseInputError, expect_int, expect_tensor
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOLERANCE = {

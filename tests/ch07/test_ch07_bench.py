@@ -1,4 +1,4 @@
-"""Chapter 07's variants, its measuring tools (course_utils.bench) and the sweep of `make bench`
+"""Chapter 07's variants, its measuring tools (cu.bench, course_utils/chapters/ch07/bench.py) and the sweep of `make bench`
 (tools/bench.py): every variant
 equals the reference, a wrong one is caught with the same verdict on every torch version and
 never timed, FLOPs counted from the shapes match PyTorch's own count, measuring and results
