@@ -123,31 +123,7 @@ def test_lazy_submodules_and_unknown_attribute():
         cu.nonsense  # noqa: B018
 
 
-# --------------------------------------------------------------------------- golden messages
-def test_golden_file_renders_the_whole_catalogue():
-    """tests/golden/check_messages.txt holds every mistake's id, diagnosis and hint (all chapters)."""
-    from tools.render_check_messages import GOLDEN, render_catalogue
-
-    fresh = render_catalogue()
-    stored = GOLDEN.read_text(encoding="utf-8") if GOLDEN.exists() else ""
-    assert stored == fresh, (
-        "a mistake's message changed (or one was added or removed): review the difference, then "
-        "regenerate the golden file with `python -m tools.render_check_messages`"
-    )
-
-
-def test_golden_file_names_every_mistake_once():
-    from course_utils.checks.mistakes import MISTAKES
-    from tools.render_check_messages import GOLDEN
-
-    ids = [
-        line[3:]
-        for line in GOLDEN.read_text(encoding="utf-8").splitlines()
-        if line.startswith("== ")
-    ]
-    assert ids == sorted(MISTAKES) and len(ids) == len(set(ids))
-
-
+# --------------------------------------------------------------------------- README example
 def test_readme_example_is_what_the_check_prints():
     """The README's example failure (the text block under "## Chapters") is a real check's output."""
     from pathlib import Path

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HOUSE_TESTS = [
     "tests/ch10",
     "tests/test_house.py",
+    "tests/test_core.py",
     "tests/test_mistake_catalogue.py",
     "tests/test_export.py",
     "tests/test_figures.py",
