@@ -9,7 +9,7 @@ wrong, the mistake whose variant reproduces it is named.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -66,27 +66,6 @@ def _projections(
 
 
 # --------------------------------------------------------------------------- building and running
-@contextlib.contextmanager
-def _recording_dot_t() -> Iterator[list[int]]:
-    """Record the rank of every tensor whose ``.T`` is taken: on more than two axes ``.T`` reverses
-    all of them, and PyTorch warns only once per process, so the check watches the property."""
-    ranks: list[int] = []
-
-    def reversed_axes(self: torch.Tensor) -> torch.Tensor:
-        ranks.append(self.dim())
-        return self.permute(*range(self.dim() - 1, -1, -1))
-
-    own = torch.Tensor.__dict__.get("T")  # None today: `T` lives on the C base class
-    torch.Tensor.T = property(reversed_axes)  # type: ignore[assignment]
-    try:
-        yield ranks
-    finally:
-        if own is None:
-            del torch.Tensor.T
-        else:
-            torch.Tensor.T = own  # type: ignore[assignment]
-
-
 def _build(
     check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None
 ) -> tuple[nn.Module, str]:
@@ -121,14 +100,14 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
         x = inputs(i, n, d_in)
         bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
         where = f"With d_in={d_in}, d_out={d_out}{bias} and x of shape {tuple(x.shape)}:"
-        with _recording_dot_t() if linear else contextlib.nullcontext([]) as ranks:
+        with E.DotT() if linear else contextlib.nullcontext() as dot_t:
             try:
                 got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
             except AssertionError:
-                if any(r > 2 for r in ranks):
+                if dot_t and any(r > 2 for r in dot_t.ranks):
                     raise E.fail_with(name, "dot_t_on_batch", where) from None
                 raise
-        if any(r > 2 for r in ranks):
+        if dot_t and any(r > 2 for r in dot_t.ranks):
             raise E.fail_with(name, "dot_t_on_batch", where)
         with torch.no_grad():
             q, k, v = project(x)

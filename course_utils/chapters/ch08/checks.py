@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
 
 from course_utils.checks import _engine as E
+from course_utils.checks._engine.watch import tree_flatten
 
 # --------------------------------------------------------------------------- train_step
 # (vocab, width, batch, tokens, seed); three steps each, so gradients left over from step 1 show.
