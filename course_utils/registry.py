@@ -3,13 +3,15 @@
 Each chapter lives in ``course_utils/chapters/chNN/``: ``__init__.py`` (its exported code,
 generated), ``checks.py``, ``mistakes.txt`` and ``explorer.py`` (each optional). The packages
 students call (``cu.checks``, ``cu.widgets``) and the mistake catalogue collect their parts here,
-so a new chapter adds files and edits none.
+so a new chapter adds files and edits none. They collect on first use (:func:`exports`), so a
+chapter's own module can be imported first without meeting its package half-built.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -50,3 +52,27 @@ def collect(part: str, namespace: dict) -> list[str]:
             names[name] = module.__name__
             namespace[name] = getattr(module, name)
     return list(names)
+
+
+def exports(package: str, part: str, fixed: list[str]):
+    """``(__getattr__, __dir__)`` for ``package``: on first use of a name it does not hold yet, the
+    public names of every chapter's ``<part>.py`` are put into it (:func:`collect`) and ``__all__``
+    is set to ``fixed`` plus those names."""
+    namespace = sys.modules[package].__dict__
+
+    def load() -> None:
+        if "__all__" not in namespace:
+            namespace["__all__"] = list(fixed)  # set first: a chapter importing the package is fine
+            namespace["__all__"] += collect(part, namespace)
+
+    def __getattr__(name: str):
+        load()
+        if name in namespace:
+            return namespace[name]
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        load()
+        return sorted(namespace)
+
+    return __getattr__, __dir__

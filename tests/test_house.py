@@ -125,3 +125,24 @@ def test_checks_name_causes_from_the_catalogue():
         f"{len(sites)} inline fail(...) reports, over {INLINE_REPORTS}: put a new diagnosis in the mistake "
         f"catalogue and raise it with E.fail_with (CONTRIBUTING.md, part 4). Sites: {sites}"
     )
+
+
+def test_each_chapter_part_imports_on_its_own():
+    """A chapter's checks or explorer imported first (before cu.checks or cu.widgets) must not
+    meet the registry half-way through its own import (an import cycle)."""
+    import subprocess
+    import sys
+
+    from course_utils.registry import chapter_files
+
+    parts = [
+        f"course_utils.chapters.{p.parent.name}.{p.stem}"
+        for name in ("checks.py", "explorer.py")
+        for p in chapter_files(name)
+    ]
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    for first in (parts[0], parts[-1]):
+        done = subprocess.run(
+            [sys.executable, "-c", code, first, *parts], capture_output=True, text=True, cwd=ROOT
+        )
+        assert done.returncode == 0, done.stderr[-2000:]

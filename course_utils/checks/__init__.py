@@ -12,6 +12,7 @@ there and re-exported here.
 """
 
 from .. import registry
-from ._engine import Bug, CheckFailure
+from ._engine import Bug as Bug
+from ._engine import CheckFailure as CheckFailure
 
-__all__ = ["Bug", "CheckFailure", *registry.collect("checks", globals())]
+__getattr__, __dir__ = registry.exports(__name__, "checks", ["Bug", "CheckFailure"])

@@ -20,6 +20,6 @@ updates the artists that change) and its controls, put together by
 """
 
 from .. import registry
-from ._parts import format_bytes
+from .._explorer_parts import format_bytes as format_bytes
 
-__all__ = ["format_bytes", *registry.collect("explorer", globals())]
+__getattr__, __dir__ = registry.exports(__name__, "explorer", ["format_bytes"])

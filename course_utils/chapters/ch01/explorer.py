@@ -10,9 +10,9 @@ from matplotlib.patches import Patch
 
 from course_utils import chapters as ch
 from course_utils import plotting as P
+from course_utils._explorer_parts import _title, _tokens
 from course_utils.data import EXAMPLE_TOKENS
 from course_utils.plotting import Bars, explorer, handles
-from course_utils.widgets._parts import _title, _tokens
 
 __all__ = [
     "QueryView",

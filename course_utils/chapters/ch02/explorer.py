@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 
 from course_utils import plotting as P
+from course_utils._explorer_parts import _title, slider_style
 from course_utils.plotting import Bars, explorer, handles
 from course_utils.validation import expect_int
-from course_utils.widgets._parts import _title, slider_style
 
 __all__ = [
     "SCALING_MAX_D_K",

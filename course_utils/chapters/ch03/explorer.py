@@ -9,10 +9,10 @@ import torch
 
 from course_utils import chapters as ch
 from course_utils import plotting as P
+from course_utils._explorer_parts import RowSums, _title, _tokens
 from course_utils.data import EXAMPLE_TOKENS, example_scores
 from course_utils.plotting import draw_map, explorer, handles
 from course_utils.validation import CourseInputError
-from course_utils.widgets._parts import RowSums, _title, _tokens
 
 __all__ = [
     "MASK_MODES",

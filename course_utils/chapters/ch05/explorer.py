@@ -7,16 +7,16 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils.chapters import CausalAttention, head_weights
-from course_utils.plotting import draw_map, explorer, handles
-from course_utils.tokenizer import gpt2_tokenizer
-from course_utils.validation import CourseInputError, expect_int
-from course_utils.widgets._parts import (
+from course_utils._explorer_parts import (
     _divisors,
     _title,
     _visible,
     slider_style,
 )
+from course_utils.chapters import CausalAttention, head_weights
+from course_utils.plotting import draw_map, explorer, handles
+from course_utils.tokenizer import gpt2_tokenizer
+from course_utils.validation import CourseInputError, expect_int
 
 __all__ = [
     "HEAD_D_MODEL",

@@ -7,10 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils import plotting as P
-from course_utils.chapters import score_bytes
-from course_utils.plotting import explorer, handles
-from course_utils.validation import expect_int
-from course_utils.widgets._parts import (
+from course_utils._explorer_parts import (
     _byte_axis,
     _gpu_lines,
     _one_of,
@@ -18,6 +15,9 @@ from course_utils.widgets._parts import (
     format_bytes,
     slider_style,
 )
+from course_utils.chapters import score_bytes
+from course_utils.plotting import explorer, handles
+from course_utils.validation import expect_int
 
 __all__ = [
     "MEMORY_LENGTHS",

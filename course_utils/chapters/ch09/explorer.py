@@ -7,11 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils import plotting as P
-from course_utils.chapters import kv_bytes_per_token
-from course_utils.chapters.ch07.explorer import DTYPE_BYTES
-from course_utils.plotting import explorer, handles
-from course_utils.validation import CourseInputError, expect_int
-from course_utils.widgets._parts import (
+from course_utils._explorer_parts import (
     _byte_axis,
     _divisors,
     _gpu_lines,
@@ -20,6 +16,10 @@ from course_utils.widgets._parts import (
     format_bytes,
     slider_style,
 )
+from course_utils.chapters import kv_bytes_per_token
+from course_utils.chapters.ch07.explorer import DTYPE_BYTES
+from course_utils.plotting import explorer, handles
+from course_utils.validation import CourseInputError, expect_int
 
 __all__ = [
     "KV_CONTEXTS",

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from .. import plotting as P
-from ..data import EXAMPLE_TOKENS, example_inputs
-from ..validation import CourseInputError
+from . import plotting as P
+from .data import EXAMPLE_TOKENS, example_inputs
+from .validation import CourseInputError
 
 
 def _title(ax, text: str, **kwargs) -> None:
