@@ -18,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
-        figures bench bench-explorers test-compat test-colab lint clean
+        figures chapter bench bench-explorers test-compat test-colab lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -54,8 +54,12 @@ test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader w
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
-exercises: $(STAMP) ## regenerate notebooks/ from solutions/
+exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
 	$(PY) -m tools.nbtools exercises
+
+chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]
+	@test -n "$(NN)" -a -n "$(NAME)" || { echo 'usage: make chapter NN=11 NAME=temperature [TITLE="..."]'; exit 2; }
+	$(PY) -m tools.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
 
 headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
 	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))

@@ -1,7 +1,7 @@
 """``make bench``: check, time and measure chapter 07's attention variants, and put them on a roofline.
 
-Instructor machinery (students never import it). The measuring tools are ``course_utils.bench``
-(what chapter 07 uses). This file is the command line: ``tools/bench_sweep.py`` checks every
+Instructor machinery (students never import it). The measuring tools are ``cu.bench``
+(course_utils/chapters/ch07/bench.py, what chapter 07 uses). This file is the command line: ``tools/bench_sweep.py`` checks every
 variant at every length and mode before it is timed (a wrong one is never timed),
 ``tools/bench_rounds.py`` times the checked ones in interleaved rounds and decides what their
 spreads can rank, ``tools/bench_report.py`` writes the CSV, the tables and the plots::

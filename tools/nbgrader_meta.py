@@ -382,11 +382,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path}")
         print(f"wrote {args.directory / 'nbgrader_config.py'}")
     else:
-        print("| chapter | self-checks (autograded) | written answers (manual) |\n|---|---:|---:|")
-        for path in nbtools.chapter_files():
-            got = points(nbtools.read(path), path.name)
-            print(f"| {path.stem} | {got['auto']} | {got['manual']} |")
+        print(points_table(), end="")
     return 0
+
+
+def points_table() -> str:
+    """The markdown table of every chapter's points (the README's, written by `make exercises`)."""
+    rows = ["| chapter | self-checks (autograded) | written answers (manual) |", "|---|---:|---:|"]
+    for path in nbtools.chapter_files():
+        got = points(nbtools.read(path), path.name)
+        rows.append(f"| {path.stem} | {got['auto']} | {got['manual']} |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":
