@@ -67,7 +67,9 @@ def _course():
             if cell["cell_type"] == "code":
                 for block in SOLUTION.findall(source):
                     for statement in _statements(block):
-                        if statement.isidentifier():  # `return table`: a name alone writes no answer
+                        if (
+                            statement.isidentifier()
+                        ):  # `return table`: a name alone writes no answer
                             continue
                         answers.setdefault(_norm(statement), (path.name, statement))
                 for line in SOLUTION.sub("", source).splitlines():

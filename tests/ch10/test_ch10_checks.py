@@ -11,8 +11,8 @@ from torch import nn
 
 import course_utils as cu
 from tests.ch10 import buggy as buggy
-from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
 from tests.ch10 import correct as correct
+from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
 
 check_block = cu.checks.check_transformer_block
 check_sinusoid = cu.checks.check_sinusoidal_positions

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 
 from course_utils import plotting as P
+from course_utils._explorer_parts import _title, slider_style
 from course_utils.plotting import Heat, explorer, handles
 from course_utils.validation import CourseInputError, expect_tensor
-from course_utils._explorer_parts import _title, slider_style
 
 __all__ = ["LayerView", "layer_snapshots", "layer_data", "draw_layers", "layer_explorer"]
 
