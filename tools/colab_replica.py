@@ -84,18 +84,21 @@ CONTROLS = {  # widget model -> the synced key a front end changes
 
 # ----------------------------------------------------------------------------- the environment
 def find_python(version: str = PYTHON) -> str:
-    """A Python ``version`` interpreter: on PATH, else pyenv's newest ``version.*``."""
-    found = shutil.which(f"python{version}")
-    if found:
-        return found
+    """A Python ``version`` interpreter that runs: on PATH, else pyenv's newest ``version.*``.
+
+    A pyenv shim for ``python3.13`` is on PATH even when that version is not selected, and then
+    exits with 127; so each candidate is tried before it is used."""
+    candidates = [shutil.which(f"python{version}")]
     try:
         root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=True)
+        versions = Path(root.stdout.strip(), "versions")
+        candidates += [str(p) for p in sorted(versions.glob(f"{version}.*/bin/python"))[::-1]]
     except (OSError, subprocess.CalledProcessError):
-        root = None
-    if root is not None:
-        candidates = sorted(Path(root.stdout.strip(), "versions").glob(f"{version}.*/bin/python"))
-        if candidates:
-            return str(candidates[-1])
+        pass
+    for candidate in filter(None, candidates):
+        runs = subprocess.run([candidate, "-c", "import sys"], capture_output=True)
+        if runs.returncode == 0:
+            return candidate
     raise SystemExit(
         f"Python {version} (Colab's version) was not found: install it (e.g. `pyenv install "
         f"{version}`) or put python{version} on PATH, then run `make test-colab` again."
