@@ -97,6 +97,15 @@ def _forward(check: str, module: nn.Module, x: torch.Tensor, what: str) -> torch
     return E.expect_tensor_output(check, got, f"{what}'s forward", tuple(x.shape))
 
 
+def _name_the_bug(check, got, expected, candidates, norm_first: bool, context: str) -> None:
+    """Raise the mistake among ``candidates`` (id, recompute) that gives ``got``, else where it differs."""
+    bug = E.match_bug(got, candidates)
+    if bug:
+        wanted, other = ("pre-norm", "post-norm") if norm_first else ("post-norm", "pre-norm")
+        raise E.fail_with(check, bug, f"With norm_first={norm_first}:", wanted=wanted, got=other)
+    raise E.mismatch(check, got, expected, f"With norm_first={norm_first}, {context}", [])
+
+
 def _block_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
     module, parts, what = _build(check, cls, case, norm_first)
     d, _, _, _, b, n, _, seed = case
@@ -105,22 +114,10 @@ def _block_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
         got = _forward(check, module, x, what)
         expected = _wired(parts, x, norm_first)
         if not E.same(got, expected):
-            bug = E.match_bug(
-                got,
-                [(bug, lambda bug=bug: _wired(parts, x, norm_first, bug)) for bug in _BLOCK_BUGS],
-            )
-            placement = ("pre-norm", "post-norm") if norm_first else ("post-norm", "pre-norm")
-            if bug:
-                raise E.fail_with(
-                    check,
-                    bug,
-                    f"With norm_first={norm_first}:",
-                    wanted=placement[0],
-                    got=placement[1],
-                )
-            raise E.mismatch(
-                check, got, expected, f"With norm_first={norm_first}, {what}'s output differs:", []
-            )
+            candidates = [
+                (bug, lambda bug=bug: _wired(parts, x, norm_first, bug)) for bug in _BLOCK_BUGS
+            ]
+            _name_the_bug(check, got, expected, candidates, norm_first, f"{what}'s output differs:")
     # gradients: the same as those of the block computed from the same parts
     weights = [x.clone().requires_grad_(), *module.parameters()]
     with E.preserved_rng():
@@ -248,17 +245,7 @@ def _decoder_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
                     ),
                 )
             )
-            bug = E.match_bug(got, candidates)
-            placement = ("pre-norm", "post-norm") if norm_first else ("post-norm", "pre-norm")
-            if bug:
-                raise E.fail_with(
-                    check,
-                    bug,
-                    f"With norm_first={norm_first}:",
-                    wanted=placement[0],
-                    got=placement[1],
-                )
-            raise E.mismatch(check, got, expected, f"With norm_first={norm_first}, {call}:", [])
+            _name_the_bug(check, got, expected, candidates, norm_first, f"{call}:")
     inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
     weights = [*inputs, *module.parameters()]
     with E.preserved_rng():
