@@ -46,6 +46,18 @@ def test_device_can_be_forced_and_bad_choice_is_explained(monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without CUDA")
+@pytest.mark.parametrize(
+    "value, light", [("autograde", True), ("validate", True), ("", False), (None, False)]
+)
+def test_light_run_follows_nbgraders_execution_variable(monkeypatch, value, light):
+    """nbgrader 0.9.6 sets NBGRADER_EXECUTION to "autograde" or "validate" around a notebook."""
+    if value is None:
+        monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    else:
+        monkeypatch.setenv("NBGRADER_EXECUTION", value)
+    assert cu.light_run() is light
+
+
 def test_forcing_missing_cuda_is_explained():
     with pytest.raises(cu.CourseInputError, match="CUDA is not available"):
         cu.get_device("cuda")
