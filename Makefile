@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
+.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
         figures chapter bench bench-explorers test-compat test-colab lint clean
 
 help: ## list the targets
@@ -50,6 +50,15 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 
 test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
 	$(PYTHON) tools/nbgrader_roundtrip.py
+
+grade: ## autograde a class in parallel: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"]
+	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1]'; exit 2; }
+	$(PYTHON) tools/grade.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
+	  $(if $(DB),--db "$(DB)") $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 yes true,$(FORCE)),--force)
+
+report: ## what a class got wrong, after make grade: make report COURSE=dir ASSIGNMENT=name [DB=url]
+	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make report COURSE=dir ASSIGNMENT=name [DB=url]'; exit 2; }
+	$(PYTHON) tools/class_report.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(DB),--db "$(DB)")
 
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
