@@ -91,7 +91,7 @@ def collect(course: Path, assignment: str, db: str | None = None) -> Report:
     import nbformat
     from nbgrader.api import Gradebook
 
-    from tools.grade import TIMEOUT_NAMES, course_settings
+    from tools.grade_parts import TIMEOUT_NAMES, course_settings
 
     course = Path(course)
     course_id, configured = course_settings(course)
@@ -233,7 +233,7 @@ def write(report: Report, folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tools.grade import in_nbgrader_venv
+    from tools.grade_parts import in_nbgrader_venv
 
     status = in_nbgrader_venv("tools.class_report", argv)
     if status is not None:

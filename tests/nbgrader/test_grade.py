@@ -115,7 +115,7 @@ def _grade(course, *args):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from tools import grade
+    from tools.grade_parts import limits_config
 
     course = tmp_path_factory.mktemp("class") / "course"
     build_class(course)
@@ -126,7 +126,7 @@ def graded(tmp_path_factory):
     assert "%|" in err and "notebook" in err  # tqdm's progress bar, with its rate and ETA
     limits = course / ".grade" / f"limits-{ASSIGNMENT}.json"
     with open(sequential / "nbgrader_config.py", "a", encoding="utf-8") as config:
-        config.write(grade.limits_config(limits))
+        config.write(limits_config(limits))
     start = time.perf_counter()
     subprocess.run(  # exits 1: nbgrader reports crash1's notebook as an error
         [str(Path(sys.executable).parent / "nbgrader"), "autograde", ASSIGNMENT],
