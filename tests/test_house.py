@@ -55,8 +55,6 @@ FILE_EXCEPTIONS = {
     "course_utils/chapters/ch06/checks.py": 572,
     "course_utils/chapters/ch08/checks.py": 511,
     "tools/nbtools.py": 526,  # the kernel metadata (issue 26) and the README listings (issue 32) met here
-    "tests/browser/run_browser_tests.py": 1_105,  # + the in-page key-to-picture clock (issue 26)
-    "tests/test_colab.py": 569,  # the setup cell and the Colab rendering rules (issue 26)
     "tests/ch04/buggy.py": 588,
     "tests/ch05/buggy.py": 572,
     "tests/ch08/buggy.py": 516,
