@@ -75,6 +75,7 @@ class BrowserLab:
         run_timeout: float = 300,
         wait: float = 180,
         redraw_timeout: float = 60,
+        passes: int = 1,
     ):
         """``run_timeout``: seconds for one notebook's Run All; ``wait``: for any other step of the
         page (loading, kernel start, saving, pictures); ``redraw_timeout``: for an explorer's plot
@@ -84,6 +85,7 @@ class BrowserLab:
         self.run_timeout = run_timeout
         self.wait = wait
         self.redraw_timeout = redraw_timeout
+        self.passes = passes  # times every explorer control is moved (more timings per explorer)
         self._tmp: Path | None = None
         self.server: LabServer | None = None
         self._local = threading.local()
@@ -442,7 +444,7 @@ class BrowserLab:
             frames = explorer.evaluate(JS_FRAMES)
             report.problems += _width_problems(where, frames, FRAME_WIDTH, "FRAME_WIDTH")
             moved_any = False
-            for kind, selector in CONTROLS:
+            for kind, selector in CONTROLS * self.passes:
                 controls = explorer.locator(selector)
                 for i in range(controls.count()):
                     control = controls.nth(i)
