@@ -72,6 +72,8 @@ JS_ARM_CLOCK = """el => {
 }"""
 JS_FRAMES = """el => [...el.querySelectorAll('.widget-html img.course-frame')].filter(i => i.naturalWidth > 0)
     .map(i => ({natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
+JS_RESTART_CLOCK = """e => { let x = e; while (x && !x.__clockArmed) x = x.parentElement;
+    if (x) { x.__actedAt = null; x.__frameAt = null; } }"""
 JS_READ_CLOCK = """el => (el.__actedAt !== null && el.__frameAt !== null) ? el.__frameAt - el.__actedAt : null"""
 JS_EXPLORER_NAME = """e => { const cell = e.closest('.jp-Cell'); const code = cell && cell.querySelector('.jp-InputArea');
     const m = code ? (code.innerText || '').match(/(\\w+_explorer)\\s*\\(/) : null; return m ? m[1] : ''; }"""
@@ -137,6 +139,8 @@ def _move(page, kind: str, control) -> float | None:
         handle = control.locator(".noUi-handle").first
         before = value()
         for key in ("ArrowRight", "ArrowLeft", "ArrowLeft"):
+            # A key that changed nothing (a slider at its end) must not start the clock.
+            handle.evaluate(JS_RESTART_CLOCK)
             handle.focus()
             pressed = time.monotonic()
             handle.press(key)
