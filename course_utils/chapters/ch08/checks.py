@@ -108,9 +108,7 @@ def _run_steps(step, base, batches, seed, c=None):
     for i, (x, y) in enumerate(batches):
         torch.manual_seed(seed + i)
         losses.append(
-            _student_step(c, step, model, optimizer, x, y, i)
-            if c
-            else step(model, optimizer, x, y)
+            _student_step(c, step, model, optimizer, x, y, i) if c else step(model, optimizer, x, y)
         )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     return torch.tensor(losses, dtype=torch.float64), weights
