@@ -29,16 +29,10 @@ def check_causal_attention(cls: type) -> None:
     __tracebackhide__ = True
     c = E.Check("check_causal_attention")
     c.ensure_class(cls, "a class such as CausalAttention")
-    E.check_layer(
-        c,
-        cls,
-        CAUSAL_CASES,
-        CAUSAL_DROPOUT_CASE,
-        E.causal_layers,
-        E.head_attention,
-        CAUSAL_VARIANTS,
-        E.chapters().CausalAttention,
+    layer = E.Layer(
+        E.causal_layers, E.head_attention, CAUSAL_VARIANTS, E.chapters().CausalAttention
     )
+    E.check_layer(c, cls, layer, CAUSAL_CASES, CAUSAL_DROPOUT_CASE)
     c.passed(
         f"matches causal attention on {len(CAUSAL_CASES)} shapes (batch 1 to 3, "
         "n <= context_length, with and without bias); mask buffer, dropout and length limit right",

@@ -60,16 +60,9 @@ def check_multihead_wrapper(cls: type) -> None:
     __tracebackhide__ = True
     c = E.Check("check_multihead_wrapper")
     c.ensure_class(cls, "a class such as MultiHeadAttentionWrapper")
-    E.check_layer(
-        c,
-        cls,
-        WRAPPER_CASES,
-        WRAPPER_DROPOUT_CASE,
-        _wrapper_heads,
-        E.wrapper_reference,
-        WRAPPER_VARIANTS,
-        E.chapters().MultiHeadAttentionWrapper,
-    )
+    reference = E.chapters().MultiHeadAttentionWrapper
+    layer = E.Layer(_wrapper_heads, E.wrapper_reference, WRAPPER_VARIANTS, reference)
+    E.check_layer(c, cls, layer, WRAPPER_CASES, WRAPPER_DROPOUT_CASE)
     c.passed(
         f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
         "with and without bias); heads registered, dropout right",
@@ -111,16 +104,10 @@ def check_multihead_attention(cls: type) -> None:
     c = E.Check("check_multihead_attention")
     c.ensure_class(cls, "a class such as MultiHeadAttention")
     try:
-        E.check_layer(
-            c,
-            cls,
-            MHA_CASES,
-            MHA_DROPOUT_CASE,
-            _mha_weights,
-            E.mha_reference,
-            MHA_VARIANTS,
-            E.chapters().MultiHeadAttention,
+        layer = E.Layer(
+            _mha_weights, E.mha_reference, MHA_VARIANTS, E.chapters().MultiHeadAttention
         )
+        E.check_layer(c, cls, layer, MHA_CASES, MHA_DROPOUT_CASE)
     except AssertionError as failure:
         try:
             source = inspect.getsource(cls.__init__)

@@ -4,17 +4,34 @@ drop); a wrong output is named by the wiring that reproduces it."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
 from course_utils.checks import _engine as E
 
+
 # --------------------------------------------------------------------------- the block
-# (d_model, num_heads, d_ff, context_length, batch, tokens, causal, seed)
+class BlockCase(NamedTuple):
+    """A block built as (d_model, num_heads, d_ff, context_length), run on (batch, n, d_model);
+    the decoder's ``m``: source tokens (its ``causal`` unused: the decoder is always causal)."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    context_length: int
+    batch: int
+    n: int
+    causal: bool = True
+    seed: int = 0
+    m: int = 0
+
+
 BLOCK_CASES = (
-    (8, 2, 16, 6, 2, 6, True, 1301),  # n == context_length, causal
-    (12, 3, 20, 9, 1, 5, False, 1302),  # batch 1, encoder
-    (8, 4, 32, 7, 3, 4, True, 1303),  # batch 3, 4 heads
+    BlockCase(8, 2, 16, 6, 2, 6, True, 1301),  # n == context_length, causal
+    BlockCase(12, 3, 20, 9, 1, 5, False, 1302),  # batch 1, encoder
+    BlockCase(8, 4, 32, 7, 3, 4, True, 1303),  # batch 3, 4 heads
 )
 _PARTS = ("attn", "norm1", "norm2", "ff", "drop")
 
@@ -68,22 +85,22 @@ _BLOCK_BUGS = (
 )
 
 
-def _build(c: E.Check, cls: type, case: tuple, norm_first: bool, dropout: float = 0.0):
-    d, h, d_ff, ctx, _, _, causal, seed = case
+def _build(c: E.Check, cls: type, case: BlockCase, norm_first: bool, dropout: float = 0.0):
+    d, h, d_ff, ctx = case.d_model, case.num_heads, case.d_ff, case.context_length
     what = (
         f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
-        f"dropout={dropout}, norm_first={norm_first}, causal={causal})"
+        f"dropout={dropout}, norm_first={norm_first}, causal={case.causal})"
     )
     with E.preserved_rng():
-        torch.manual_seed(seed)
+        torch.manual_seed(case.seed)
         module = c.call(
-            cls, d, h, d_ff, ctx, dropout, norm_first=norm_first, causal=causal, what=what
+            cls, d, h, d_ff, ctx, dropout, norm_first=norm_first, causal=case.causal, what=what
         )
     if not isinstance(module, nn.Module):
         raise c.bug("not_a_module", what=what, kind=type(module).__name__)
     parts = _parts(c, module, what)
     with torch.no_grad():  # LayerNorm starts at scale 1, shift 0: give each norm its own numbers
-        g = E.generator(seed + 7)
+        g = E.generator(case.seed + 7)
         for name in ("norm1", "norm2"):
             for param in parts[name].parameters():
                 param.add_(0.5 * torch.randn(param.shape, generator=g))
@@ -102,10 +119,9 @@ _NORMS = {
 }
 
 
-def _block_case(c: E.Check, cls: type, case: tuple, norm_first: bool) -> None:
+def _block_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
     module, parts, what = _build(c, cls, case, norm_first)
-    d, _, _, _, b, n, _, seed = case
-    x = E.randn(b, n, d, seed=seed + 1)
+    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 1)
     with E.isolated():
         got = _forward(c, module, x, what)
         expected = _wired(parts, x, norm_first)
@@ -149,7 +165,7 @@ def check_transformer_block(cls: type) -> None:
     case = BLOCK_CASES[0]
     module, parts, what = _build(c, cls, case, True, dropout=0.5)
     module.eval()
-    x = E.randn(case[4], case[5], case[0], seed=case[7] + 2)
+    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 2)
     with E.isolated():
         if not E.same(_forward(c, module, x, what), _wired(parts, x, True)):
             raise c.bug("block_dropout_in_eval")
@@ -160,9 +176,12 @@ def check_transformer_block(cls: type) -> None:
 
 
 # --------------------------------------------------------------------------- the decoder block
-# (d_model, num_heads, d_ff, context_length, batch, target tokens, source tokens, seed); the first
-# has n == m, so that queries and keys swapped still run and can be named
-DECODER_CASES = ((8, 2, 16, 8, 2, 5, 5, 1311), (12, 3, 24, 9, 3, 4, 7, 1312))
+# the first has n == m (target and source tokens), so that queries and keys swapped still run and
+# can be named
+DECODER_CASES = (
+    BlockCase(8, 2, 16, 8, 2, 5, seed=1311, m=5),
+    BlockCase(12, 3, 24, 9, 3, 4, seed=1312, m=7),
+)
 _DECODER_PARTS = ("self_attn", "cross_attn", "norm1", "norm2", "norm3", "ff", "drop")
 
 
@@ -199,8 +218,8 @@ _DECODER_BUGS = (
 )
 
 
-def _decoder_case(c: E.Check, cls: type, case: tuple, norm_first: bool) -> None:
-    d, h, d_ff, ctx, b, n, m, seed = case
+def _decoder_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
+    d, h, d_ff, ctx, b, n, _, seed, m = case
     what = (
         f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
         f"dropout=0.0, norm_first={norm_first})"

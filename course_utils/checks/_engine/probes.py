@@ -4,6 +4,7 @@ a training step with gradients, the length limit; and :func:`check_layer`, which
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -186,7 +187,21 @@ def check_dropout(
 Read = Callable[[Check, nn.Module, str, Case], object]  # (check, module, owner, case) -> weights
 
 
-def _compare(c, cls, case, read, compute, pairs, module=None, n=None):
+@dataclass(frozen=True)
+class Layer:
+    """What a layer check knows of the layer it checks: ``read(c, module, owner, case)`` finds the
+    student's weights, ``compute(weights, x, recipe=RIGHT, drop=NO_DROP, trace=None)`` recomputes
+    the output from them, ``variants`` are the (mistake id, Recipe) pairs tried on a wrong output,
+    and ``reference`` is the chapter's own class (parameter count, creation order), if any."""
+
+    read: Read
+    compute: Callable
+    variants: Sequence[tuple[str, Recipe]] = ()
+    reference: type | None = None
+
+
+def _compare(c, cls, case, layer: Layer, pairs, module=None, n=None):
+    read, compute = layer.read, layer.compute
     module = module or build(c, cls, case)
     owner, weights = case.describe(cls), read(c, module, case.describe(cls), case)
     module.eval()
@@ -198,7 +213,7 @@ def _compare(c, cls, case, read, compute, pairs, module=None, n=None):
     expected = compute(weights, x)
     if not same(got, expected):
         sdpa = any(
-            c[0] == "scaled_dot_product_attention" for c in watch.calls
+            call[0] == "scaled_dot_product_attention" for call in watch.calls
         )  # its bool mask means keep
         pairs = [("sdpa_mask_inverted" if sdpa and b == "keep_mask" else b, r) for b, r in pairs]
         candidates = [(b, lambda r=r: compute(weights, x, r)) for b, r in pairs]
@@ -223,12 +238,11 @@ def probe_device(
         pass
 
 
-def probe_layer(
-    c: Check, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None
-) -> None:
+def probe_layer(c: Check, cls: type, case: Case, layer: Layer) -> None:
     """The behaviour probes every layer check runs: another device, a longer second call and
     back, one training step with dropout, gradients, the parameter count."""
     __tracebackhide__ = True
+    read, compute, reference_cls = layer.read, layer.compute, layer.reference
     where = f"With {case.describe(cls)}:"
     module = build(c, cls, case)
     if reference_cls is not None:
@@ -255,7 +269,7 @@ def probe_layer(
         lambda x: compute(weights, x),
         case.context_length,
         where,
-        lambda n: _compare(c, cls, case, read, compute, [], module=module, n=n),
+        lambda n: _compare(c, cls, case, layer, (), module=module, n=n),
     )
     probe_device(c, build(c, cls, case).eval(), case.inputs(), where)
     x = case.inputs()
@@ -327,22 +341,15 @@ def probe_backward(
 
 
 def check_layer(
-    c: Check,
-    cls: type,
-    cases: Sequence[Case],
-    dropout_case: Case,
-    read: Read,
-    compute: Callable,
-    pairs: Sequence[tuple[str, Recipe]],
-    reference_cls: type | None = None,
+    c: Check, cls: type, layer: Layer, cases: Sequence[Case], dropout_case: Case
 ) -> None:
     """Everything a layer check does: outputs on every case, probes, length limit, dropout."""
     __tracebackhide__ = True
     with isolated():
         for case in cases:
-            _compare(c, cls, case, read, compute, pairs)
+            _compare(c, cls, case, layer, layer.variants)
         module = build(c, cls, dropout_case, DROPOUT_P)
-        weights = read(c, module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
+        weights = layer.read(c, module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
         x = dropout_case.inputs()
         check_dropout(
             c,
@@ -350,12 +357,12 @@ def check_layer(
             x,
             f"With {dropout_case.describe(cls, DROPOUT_P)}",
             seed=dropout_case.seed,
-            reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace),
+            reference=lambda drop, trace=None: layer.compute(weights, x, RIGHT, drop, trace),
         )
-        probe_layer(c, cls, cases[-1], read, compute, reference_cls)
+        probe_layer(c, cls, cases[-1], layer)
         check_too_long(c, cls, cases[-1])
-        if reference_cls is not None:
-            check_creation_order(c, cls, cases[0], reference_cls)
+        if layer.reference is not None:
+            check_creation_order(c, cls, cases[0], layer.reference)
 
 
 def check_creation_order(c: Check, cls: type, case: Case, reference_cls: type) -> None:
@@ -390,6 +397,7 @@ def check_creation_order(c: Check, cls: type, case: Case, reference_cls: type) -
 
 __all__ = [
     "DROPOUT_P",
+    "Layer",
     "Read",
     "check_creation_order",
     "check_dropout",
