@@ -18,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
-        figures chapter bench bench-explorers test-compat test-colab lint clean
+        figures chapter bench bench-explorers bench-browser test-compat test-colab lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -84,6 +84,10 @@ bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds in
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
 	$(PY) -m tools.bench_explorers
+
+bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
+	@sh tests/browser/ensure_browser.sh $(PY)
+	$(PY) tests/browser/bench_browser.py $(if $(PASSES),--passes $(PASSES))
 
 test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 [PYTHON=python3.12]
 	@set -e; \

@@ -182,9 +182,9 @@ def _slice_unseen(x, n):
     ],
 )
 def test_device_probe_accepts_device_safe_code(fn):
-    from course_utils.checks._engine import probe_device
+    from course_utils.checks._engine import Check, probe_device
 
-    probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+    probe_device(Check("check_x"), None, torch.zeros(3, 3), "With x:", fn=fn)
 
 
 @pytest.mark.parametrize(
@@ -199,10 +199,10 @@ def test_device_probe_accepts_device_safe_code(fn):
     ids=["ones", "masked_fill", "where_arange", "from_lists", "embedding_of_arange"],
 )
 def test_device_probe_names_cpu_tensors(fn):
-    from course_utils.checks._engine import probe_device
+    from course_utils.checks._engine import Check, probe_device
 
     with pytest.raises(cu.checks.CheckFailure) as info:
-        probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+        probe_device(Check("check_x"), None, torch.zeros(3, 3), "With x:", fn=fn)
     assert info.value.bug == "cpu_tensor_in_forward"
 
 
