@@ -39,7 +39,10 @@ def _hand_written(folder: Path) -> dict[str, int]:
 
 # The shared core (check engine, drawing, runtime, loader): everything in course_utils outside the
 # chapter folders. Adding a chapter adds a folder and never grows the core (tests/test_scaffold.py).
-CORE_CAP = 3_000
+# 3,000 was the issue's number; measured 2026-11-25: 2,967 on main, + 37 for what a student sees when a
+# check fails (core.py's _render_traceback_ and student_traceback), + 26 for matplotlib's private names
+# in one module with fallbacks, + 10 for splitting plotting.py under 500 (issue 32): 3,040.
+CORE_CAP = 3_050
 # Each chapter's own Python: its checks, its explorer and any other module of its folder.
 CHAPTER_CAP = 650
 FILE_CAP = 500
@@ -52,10 +55,8 @@ CHAPTER_EXCEPTIONS = {
     "ch07": 703,
 }
 FILE_EXCEPTIONS = {
-    "course_utils/plotting.py": 599,  # explorer frames as HTML (issue 26) landed: split it next
     "course_utils/chapters/ch06/checks.py": 572,
     "course_utils/chapters/ch08/checks.py": 511,
-    "tools/nbtools.py": 526,  # the kernel metadata (issue 26) and the README listings (issue 32) met here
     "tests/browser/run_browser_tests.py": 1_105,  # + the in-page key-to-picture clock (issue 26)
     "tests/test_colab.py": 569,  # the setup cell and the Colab rendering rules (issue 26)
     "tests/ch04/buggy.py": 588,
