@@ -59,9 +59,6 @@ FILE_EXCEPTIONS = {
     "course_utils/chapters/ch08/checks.py": 511,
     "tests/browser/run_browser_tests.py": 1_105,  # + the in-page key-to-picture clock (issue 26)
     "tests/test_colab.py": 569,  # the setup cell and the Colab rendering rules (issue 26)
-    "tests/ch04/buggy.py": 588,
-    "tests/ch05/buggy.py": 572,
-    "tests/ch08/buggy.py": 516,
 }
 
 
