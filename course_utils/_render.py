@@ -20,6 +20,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation, Text
 
+from ._matplotlib_private import annotation_in_view, clip_like_text, linespacing
+
 MAX_SPRITES = 4096
 """Rendered strings kept (a few hundred per explorer; the cache is emptied when full)."""
 
@@ -45,19 +47,13 @@ def _key(text: Text, renderer, anchor: tuple[float, float]) -> tuple | None:
         text.get_rotation_mode(),
         text.get_horizontalalignment(),
         text.get_verticalalignment(),
-        _linespacing(text),
+        linespacing(text),
         text.get_antialiased(),
         renderer.dpi,
         # glyphs sit at fractions of a pixel: the anchor's offset (in quarter pixels) is part of the key
         round(4 * (anchor[0] - round(anchor[0]))),
         round(4 * (anchor[1] - round(anchor[1]))),
     )
-
-
-def _linespacing(text: Text) -> float:
-    """Line spacing of ``text`` (public from matplotlib 3.11)."""
-    getter = getattr(text, "get_linespacing", None)
-    return getter() if getter is not None else getattr(text, "_linespacing", 1.2)
 
 
 def _anchor(text: Text) -> tuple[float, float]:
@@ -105,7 +101,11 @@ def draw_text(text: Text, renderer) -> None:
     if not text.get_visible():
         return
     if isinstance(text, Annotation):  # what Annotation.draw does before drawing its text
-        if not text._check_xy(renderer):
+        in_view = annotation_in_view(text, renderer)
+        if in_view is None:
+            text.draw(renderer)
+            return
+        if not in_view:
             return
         text.update_positions(renderer)
         if text.arrow_patch is not None:
@@ -128,8 +128,10 @@ def draw_text(text: Text, renderer) -> None:
         return
     dx, dy, pixels = sprite
     gc = renderer.new_gc()
-    text._set_gc_clip(gc)
-    renderer.draw_image(gc, round(x) + dx, round(y) + dy, pixels)
+    if clip_like_text(text, gc):
+        renderer.draw_image(gc, round(x) + dx, round(y) + dy, pixels)
+    else:
+        Text.draw(text, renderer)
     gc.restore()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 import course_utils as cu
 from course_utils.plotting import heads_grid, heatmap, weights_bar
@@ -202,23 +203,41 @@ def _pixels(png: bytes):
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
-def test_live_frame_texts_match_matplotlibs_own_drawing():
-    """Texts pasted from the sprite cache look like matplotlib's drawing of them (fresh and cached)."""
+@pytest.mark.parametrize(
+    "missing", [None, "LINESPACING", "CHECK_XY", "SET_GC_CLIP"], ids=lambda m: m or "all_there"
+)
+def test_live_frame_texts_match_matplotlibs_own_drawing(missing, monkeypatch):
+    """Texts pasted from the sprite cache look like matplotlib's drawing of them (fresh and cached),
+    also when a private name of matplotlib that the fast path uses has disappeared."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from course_utils import _render
+    from course_utils import _matplotlib_private, _render
 
+    if missing == "LINESPACING":  # read only when there is no public getter
+        monkeypatch.setattr(Text, "get_linespacing", None, raising=False)
+    if missing is not None:  # a matplotlib without this private name
+        monkeypatch.setattr(_matplotlib_private, missing, "_no_such_name")
     reference = FigureCanvasAgg(_texts_figure(animated=False))
     reference.draw()
     expected = np.asarray(reference.buffer_rgba())[..., :3].astype(int)
     _render._sprites.clear()
     fig = _texts_figure(animated=True)
     first, again = _pixels(_render.render_png(fig)), _pixels(_render.render_png(fig))
-    assert len(_render._sprites) == 8  # every string rasterised once, then reused
+    # every string rasterised once, then reused (the annotation's drawn by matplotlib without _check_xy)
+    assert len(_render._sprites) == (7 if missing == "CHECK_XY" else 8)
     for frame in (first, again):
         assert frame.shape == expected.shape
         assert np.abs(frame - expected).max() <= 3  # compositing rounds differently, nothing more
+
+
+def test_line_spacing_without_the_public_getter_or_the_private_name():
+    from types import SimpleNamespace
+
+    from course_utils._matplotlib_private import linespacing
+
+    assert linespacing(SimpleNamespace(_linespacing=1.5)) == 1.5  # matplotlib 3.10 (Colab)
+    assert linespacing(SimpleNamespace()) == 1.2  # matplotlib's default
 
 
 def test_live_frame_png_is_exact_and_the_sprite_cache_is_bounded(monkeypatch):

@@ -84,9 +84,14 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
     changed = sorted(k for k in built if scaffolded.get(k) != built[k])
     assert [k for k in changed if not k.startswith(GENERATED)] == [], changed
     readme = (copy / "README.md").read_text(encoding="utf-8")
-    assert "| 11_temperature | 1 | 2 |" in readme
+    row = (
+        "| 11 | [Temperature](notebooks/11_temperature.ipynb) | temperature: one exercise and its "
+        "self-check | temperature explorer |\n"
+    )
+    assert "| 11_temperature | 1 | 2 |" in readme and row in readme
     old = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert readme.replace("| 11_temperature | 1 | 2 |\n", "") == old  # only the listing grew
+    grown = readme.replace("| 11_temperature | 1 | 2 |\n", "").replace(row, "")
+    assert grown == old  # only the listings grew: the points table and the chapter table
 
     _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *HOUSE_TESTS, timeout=900)
     _run(

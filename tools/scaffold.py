@@ -286,6 +286,11 @@ def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         if rel.endswith(".ipynb"):
             nb = nbtools.from_percent(text)
+            # the README's chapter table reads this (tools/listings.py): say what the chapter builds
+            nb.metadata["course"] = {
+                "builds": f"{title.lower()}: one exercise and its self-check",
+                "explorer": f"{name.replace('_', ' ')} explorer",
+            }
             nbtools.set_headers(nb, "solutions", path.name)
             nbtools.write(nb, path)
         else:

@@ -253,6 +253,34 @@ def transfer_shared(v1, v2):
     v1.W_value = nn.Parameter(v2.W_value.weight.T)
 
 
+def transfer_transposes_source_in_place(v1, v2):
+    """`.t_()` (PyTorch's in-place transpose, the underscore slip) turns v2's own weights around."""
+    with torch.no_grad():
+        for name in ("W_query", "W_key", "W_value"):
+            getattr(v1, name).copy_(getattr(v2, name).weight.t_())
+
+
+def transfer_deletes_the_parameter(v1, v2):
+    """The forum workaround for "cannot assign 'torch.FloatTensor' as parameter": delete the
+    Parameter, then assign the tensor (v1 is left with plain tensors that no optimizer sees)."""
+    for name in ("W_query", "W_key", "W_value"):
+        delattr(v1, name)
+        setattr(v1, name, getattr(v2, name).weight.T.detach().clone())
+
+
+def transfer_keeps_a_batch_axis(v1, v2):
+    """A `[None]` left from batched code: each matrix becomes (1, d_in, d_out) (written for the course)."""
+    for name in ("W_query", "W_key", "W_value"):
+        setattr(v1, name, nn.Parameter(getattr(v2, name).weight.T[None].clone()))
+
+
+def transfer_frozen(v1, v2):
+    """The book's section 3.4.1 style, nn.Parameter(..., requires_grad=False), used for the copy."""
+    for name in ("W_query", "W_key", "W_value"):
+        weight = getattr(v2, name).weight.T.detach().clone()
+        setattr(v1, name, nn.Parameter(weight, requires_grad=False))
+
+
 # --------------------------------------------------------------------------- batched
 # Sources: the 2-d code of section 3.4 run on a batch: .T on 3-d tensors (PyTorch's own deprecation
 # warning), softmax over dim=1/dim=0, typical slips.

@@ -38,26 +38,34 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (
             cu.checks.check_self_attention_v1,
             b.V1PlainTensors,
-            {"diagnosis": "plain tensor, not an nn.Parameter"},
+            {"bug": "projection_plain_tensor", "diagnosis": "plain tensor, not an nn.Parameter"},
         ),
         (
             cu.checks.check_self_attention_v1,
             b.V1StoredTransposed,
-            {"diagnosis": "must have shape (3, 5)"},
+            {"bug": "projection_wrong_shape", "diagnosis": "must have shape (3, 5)"},
         ),
         (
             cu.checks.check_self_attention_v1,
             b.V1RandnInit,
-            {"diagnosis": "not initialised like the chapter's"},
+            {"bug": "init_differs", "diagnosis": "not initialised like the chapter's"},
         ),
-        (cu.checks.check_self_attention_v1, b.V1KeyFirst, {"diagnosis": "in a different order"}),
+        (
+            cu.checks.check_self_attention_v1,
+            b.V1KeyFirst,
+            {"bug": "init_order", "diagnosis": "in a different order"},
+        ),
         (cu.checks.check_self_attention_v1, b.V1Frozen, {"bug": "parameter_frozen"}),
         (
             cu.checks.check_self_attention_v1,
             b.V1Stub,
             {"diagnosis": "NotImplementedError: the exercise stub"},
         ),
-        (cu.checks.check_self_attention_v1, b.V2Right, {"diagnosis": "should be an nn.Parameter"}),
+        (
+            cu.checks.check_self_attention_v1,
+            b.V2Right,
+            {"bug": "projection_not_parameter", "diagnosis": "should be an nn.Parameter"},
+        ),
         (cu.checks.check_self_attention_v2, b.V2Precedence, {"bug": "scale_precedence"}),
         (cu.checks.check_self_attention_v2, b.V2PrecedenceInline, {"bug": "scale_precedence"}),
         (cu.checks.check_self_attention_v2, b.V2AlwaysBias, {"bug": "qkv_bias_ignored"}),
@@ -89,6 +97,22 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
             {"bug": "copy_without_no_grad"},
         ),
         (cu.checks.check_weight_transfer, b.transfer_shared, {"bug": "shared_parameter"}),
+        (
+            cu.checks.check_weight_transfer,
+            b.transfer_transposes_source_in_place,
+            {"bug": "transfer_changed_source"},
+        ),
+        (
+            cu.checks.check_weight_transfer,
+            b.transfer_deletes_the_parameter,
+            {"bug": "transfer_replaced_parameter"},
+        ),
+        (
+            cu.checks.check_weight_transfer,
+            b.transfer_keeps_a_batch_axis,
+            {"bug": "transfer_wrong_shape"},
+        ),
+        (cu.checks.check_weight_transfer, b.transfer_frozen, {"bug": "transfer_frozen"}),
         (cu.checks.check_batched_self_attention, b.BatchedDotT, {"bug": "dot_t_on_batch"}),
         (
             cu.checks.check_batched_self_attention,

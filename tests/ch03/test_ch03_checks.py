@@ -38,7 +38,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (
             cu.checks.check_causal_mask,
             b.mask_flat,
-            {"diagnosis": "expected shape (5, 5), got (25,)"},
+            {"bug": "mask_shape_wrong", "diagnosis": "expected shape (5, 5), got (25,)"},
         ),
         (
             cu.checks.check_causal_mask,

@@ -11,6 +11,7 @@ import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES as BUGS
 from tests.ch05 import buggy as buggy
+from tests.ch05 import buggy_probes
 from tests.ch05 import correct as correct
 from tests.check_helpers import assert_passes, unusual_right_answers
 
@@ -45,10 +46,10 @@ WRAPPER_BUGS = [
     (buggy.ConcatOverBatch, "concat_wrong_axis"),
     (buggy.StackedHeads, "stacked_heads"),
     (buggy.DOutSplitBetweenHeads, "wrapper_d_out_split"),
-    (buggy.HeadsListedInReverse, "layer_init_order"),
+    (buggy_probes.HeadsListedInReverse, "layer_init_order"),
     *buggy.WRAPPERS_OF_BUGGY_HEADS,
-    (buggy.HeadsConcatenatedReversed, "heads_wrong_order"),
-    (buggy.HeadsConcatenatedSliceReversed, "heads_wrong_order"),
+    (buggy_probes.HeadsConcatenatedReversed, "heads_wrong_order"),
+    (buggy_probes.HeadsConcatenatedSliceReversed, "heads_wrong_order"),
 ]
 
 
@@ -79,10 +80,10 @@ def test_split_accepts_right_classes(cls, capsys):
 
 
 SPLIT_BUGS = [
-    (buggy.OutProjOnValues, "out_proj_on_values"),
-    (buggy.OutProjCreatedFirst, "layer_init_differs"),
-    (buggy.ScaleMultiplied, "scale_multiplied"),
-    (buggy.KeysValuesSwapped, "keys_values_swapped"),
+    (buggy_probes.OutProjOnValues, "out_proj_on_values"),
+    (buggy_probes.OutProjCreatedFirst, "layer_init_differs"),
+    (buggy_probes.ScaleMultiplied, "scale_multiplied"),
+    (buggy_probes.KeysValuesSwapped, "keys_values_swapped"),
     (buggy.SoftmaxOverHeads, "softmax_over_heads"),
     (buggy.SoftmaxOverQueries, "softmax_over_queries"),
     (buggy.NoScaling, "no_scaling"),
@@ -110,21 +111,21 @@ SPLIT_BUGS = [
     (buggy.NoDivisibilityCheck, "no_divisibility_check"),
     (buggy.KeyBiasAlwaysOn, "qkv_bias_ignored"),
     # behaviour probes and the named-at-last mistakes of issue 11
-    (buggy.OutProjBiasFollowsQkvBias, "out_proj_bias_follows_qkv_bias"),
-    (buggy.OutProjNoBias, "out_proj_bias_follows_qkv_bias"),
-    (buggy.HeadsMergedInterleaved, "heads_interleaved"),
-    (buggy.HeadsMergedInterleavedTwice, "heads_interleaved"),
-    (buggy.HeadDimFromDin, "head_dim_from_d_in"),
-    (buggy.ValuesFromKeyLayer, "values_from_key"),
-    (buggy.MaskOverwrittenSplit, "mask_overwritten"),
-    (buggy.InplaceDropoutSplit, "inplace_breaks_autograd"),
-    (buggy.SdpaWithTorchMhaMaskSplit, "sdpa_mask_inverted"),
-    (buggy.SplitLengthAssert, "length_error_not_value_error"),
-    (buggy.SplitNoLengthCheck, "length_error_not_value_error"),
-    (buggy.SplitReseedsInForward, "dropout_same_mask"),
-    (buggy.SplitKeysValuesKept, "state_between_calls"),
-    (buggy.OutProjBiasFrozen, "parameter_frozen"),
-    (buggy.MaskMovedToCpuSplit, "cpu_tensor_in_forward"),
+    (buggy_probes.OutProjBiasFollowsQkvBias, "out_proj_bias_follows_qkv_bias"),
+    (buggy_probes.OutProjNoBias, "out_proj_bias_follows_qkv_bias"),
+    (buggy_probes.HeadsMergedInterleaved, "heads_interleaved"),
+    (buggy_probes.HeadsMergedInterleavedTwice, "heads_interleaved"),
+    (buggy_probes.HeadDimFromDin, "head_dim_from_d_in"),
+    (buggy_probes.ValuesFromKeyLayer, "values_from_key"),
+    (buggy_probes.MaskOverwrittenSplit, "mask_overwritten"),
+    (buggy_probes.InplaceDropoutSplit, "inplace_breaks_autograd"),
+    (buggy_probes.SdpaWithTorchMhaMaskSplit, "sdpa_mask_inverted"),
+    (buggy_probes.SplitLengthAssert, "length_error_not_value_error"),
+    (buggy_probes.SplitNoLengthCheck, "length_error_not_value_error"),
+    (buggy_probes.SplitReseedsInForward, "dropout_same_mask"),
+    (buggy_probes.SplitKeysValuesKept, "state_between_calls"),
+    (buggy_probes.OutProjBiasFrozen, "parameter_frozen"),
+    (buggy_probes.MaskMovedToCpuSplit, "cpu_tensor_in_forward"),
 ]
 
 

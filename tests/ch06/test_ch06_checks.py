@@ -31,7 +31,7 @@ def test_right_dataset_passes(capsys):
             b.DatasetLengthIsTokens,
             {"bug": "window_count_wrong", "diagnosis": "expected 16 windows, your dataset has 20"},
         ),
-        (b.DatasetLists, {"diagnosis": "not a tensor"}),
+        (b.DatasetLists, {"bug": "dataset_item_not_tensor", "diagnosis": "not a tensor"}),
         (b.DatasetStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
 )
@@ -163,7 +163,10 @@ def test_the_chapters_tiny_gpt_passes(capsys):
         (b.TinyGPTDropoutIgnored, {"bug": "tiny_gpt_dropout_ignored"}),
         (b.TinyGPTDropoutAlwaysOn, {"bug": "dropout_in_eval"}),
         (b.TinyGPTReseeds, {"bug": "dropout_same_mask"}),
-        (b.TinyGPTNoAttn, {"diagnosis": "no nn.Module called 'attn'"}),
+        (
+            b.TinyGPTNoAttn,
+            {"bug": "tiny_gpt_submodule_missing", "diagnosis": "no nn.Module called 'attn'"},
+        ),
         (b.TinyGPTStub, {"diagnosis": "NotImplementedError: the exercise stub"}),
     ],
 )

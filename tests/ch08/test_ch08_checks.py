@@ -6,6 +6,7 @@ import torch
 from course_utils.chapters.ch08 import checks
 from course_utils.checks import CheckFailure
 from tests.ch08 import buggy as b
+from tests.ch08 import buggy_cache
 from tests.ch08 import correct as c
 from tests.check_helpers import assert_names_bug, assert_passes
 
@@ -102,7 +103,7 @@ def test_each_sampling_bug_is_named(answer, bug):
 @pytest.mark.parametrize(
     "answer",
     [
-        b.cache_right,
+        buggy_cache.cache_right,
         c.cache_dict,
         c.cache_einsum_preallocated,
         c.cache_list,
@@ -117,23 +118,23 @@ def test_right_caches_pass(answer, capsys):
 @pytest.mark.parametrize(
     ("answer", "bug"),
     [
-        (b.cache_attend_then_append, "cache_attend_before_append"),
-        (b.cache_only_new, "cache_not_accumulated"),
-        (b.cache_mask_top_left, "cache_mask_top_left"),
-        (b.cache_mask_square, "cache_mask_wrong_shape"),
-        (b.cache_mask_one_late, "cache_mask_offset"),
-        (b.cache_no_mask, "cache_chunk_unmasked"),
-        (b.cache_no_scale, "cache_not_scaled"),
-        (b.cache_values_from_keys, "cache_values_from_keys"),
-        (b.cache_interleaved, "cache_heads_interleaved"),
-        (b.cache_no_out_proj, "cache_no_out_proj"),
-        (b.cache_of_inputs, "cache_recomputes_keys"),
-        (b.cache_returns_output_only, "cache_not_returned"),
-        (b.cache_mask_times_inf, "cache_mask_times_inf"),
-        (b.cache_half, "cache_dtype_changed"),
-        (b.cache_on_layer, "cache_kept_outside"),
-        (b.cache_cpu_mask, "cpu_tensor_in_forward"),
-        (b.cache_no_qkv_bias, "cache_qkv_bias_dropped"),
+        (buggy_cache.cache_attend_then_append, "cache_attend_before_append"),
+        (buggy_cache.cache_only_new, "cache_not_accumulated"),
+        (buggy_cache.cache_mask_top_left, "cache_mask_top_left"),
+        (buggy_cache.cache_mask_square, "cache_mask_wrong_shape"),
+        (buggy_cache.cache_mask_one_late, "cache_mask_offset"),
+        (buggy_cache.cache_no_mask, "cache_chunk_unmasked"),
+        (buggy_cache.cache_no_scale, "cache_not_scaled"),
+        (buggy_cache.cache_values_from_keys, "cache_values_from_keys"),
+        (buggy_cache.cache_interleaved, "cache_heads_interleaved"),
+        (buggy_cache.cache_no_out_proj, "cache_no_out_proj"),
+        (buggy_cache.cache_of_inputs, "cache_recomputes_keys"),
+        (buggy_cache.cache_returns_output_only, "cache_not_returned"),
+        (buggy_cache.cache_mask_times_inf, "cache_mask_times_inf"),
+        (buggy_cache.cache_half, "cache_dtype_changed"),
+        (buggy_cache.cache_on_layer, "cache_kept_outside"),
+        (buggy_cache.cache_cpu_mask, "cpu_tensor_in_forward"),
+        (buggy_cache.cache_no_qkv_bias, "cache_qkv_bias_dropped"),
     ],
 )
 def test_each_cache_bug_is_named(answer, bug):
@@ -173,11 +174,13 @@ def test_right_draws_sit_far_inside_the_tolerance_and_filtered_ones_far_outside(
 
 def test_a_small_difference_is_reported_at_its_first_token_without_crashing():
     with pytest.raises(CheckFailure, match="differ from the full layer's, first at token"):
-        checks.check_attend_with_cache(b.cache_softmax_eps)
+        checks.check_attend_with_cache(buggy_cache.cache_softmax_eps)
 
 
 def test_recomputed_keys_are_counted_in_the_message():
-    failure = assert_bug(checks.check_attend_with_cache, b.cache_of_inputs, "cache_recomputes_keys")
+    failure = assert_bug(
+        checks.check_attend_with_cache, buggy_cache.cache_of_inputs, "cache_recomputes_keys"
+    )
     assert "[3, 4, 5, 7, 8]" in str(failure)
 
 

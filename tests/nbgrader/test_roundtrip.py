@@ -135,6 +135,10 @@ def test_feedback_shows_the_checks_diagnosis(trip):
         )
         message = _plain(errors[0].evalue)
         feedback = _feedback(trip, "buggy", name)
+        shown = _plain("\n".join(errors[0].traceback))  # what the feedback draws for the error
+        assert "Traceback" not in shown and not re.search(r"_engine|checks\.py", shown), (
+            f"{name}: the feedback shows the check's own code, not only its diagnosis: {shown}"
+        )
         if bug is None:
             wanted = [rt.STUB_MESSAGE]
         else:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
+import sysconfig
+import traceback
+import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -25,6 +30,38 @@ class CheckFailure(AssertionError):
         if hint:
             text += f"\n\nHint: {hint}"
         super().__init__(text)
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows (so JupyterLab, nbgrader's feedback and nbval): the diagnosis, without
+        the checks' frames; a relayed crash (``raise fail(...) from exc``) keeps the student's lines."""
+        return [*(student_traceback(self.__cause__) if self.__cause__ else []), str(self)]
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[2])
+_NOT_STUDENTS = (_PACKAGE, *(sysconfig.get_path(k) for k in ("stdlib", "purelib", "platlib")))
+_CHECKS = re.compile(re.escape(_PACKAGE) + r"[/\\](checks[/\\]|chapters[/\\]ch\d\d[/\\]checks\.py)")
+
+
+def student_traceback(exc: BaseException) -> list[str]:
+    """``exc``'s traceback as IPython draws it, from its first frame in the student's code (a cell,
+    their module) on, without the checks' frames; no lines when no frame is the student's."""
+    frames, tb = [], exc.__traceback__
+    while tb is not None:
+        frames, tb = [*frames, tb], tb.tb_next
+    files = [t.tb_frame.f_code.co_filename for t in frames]
+    first = next((i for i, f in enumerate(files) if not f.startswith(_NOT_STUDENTS)), len(files))
+    tb = None
+    for t, file in reversed(list(zip(frames[first:], files[first:]))):
+        tb = (
+            tb
+            if _CHECKS.match(file)
+            else types.TracebackType(tb, t.tb_frame, t.tb_lasti, t.tb_lineno)
+        )
+    from IPython import get_ipython  # the hook is called by IPython
+
+    if tb is None or get_ipython() is None:
+        return traceback.format_exception(type(exc), exc, tb) if tb else []
+    return get_ipython().InteractiveTB.structured_traceback(type(exc), exc, tb)
 
 
 def same(a: object, b: object, *, atol: float = ATOL, rtol: float = RTOL) -> bool:
