@@ -21,7 +21,7 @@ check = cu.checks.check_causal_attention
     "cls", [cu.chapters.CausalAttention, *buggy.CORRECT], ids=lambda c: c.__name__
 )
 def test_accepts_right_classes(cls, capsys):
-    check(cls)
+    check.__wrapped__(cls)  # without the guard: it refuses the course's class and SDPA here
     assert capsys.readouterr().out.startswith("✓ check_causal_attention:")
 
 
@@ -86,7 +86,7 @@ NAMED_BUGS = [
 @pytest.mark.parametrize(("cls", "bug"), NAMED_BUGS, ids=[b for _, b in NAMED_BUGS])
 def test_names_the_bug(cls, bug):
     with pytest.raises(CheckFailure) as info:
-        check(cls)
+        check.__wrapped__(cls)  # the diagnosis behind the guard (which refuses SDPA in chapter 04)
     message = str(info.value)
     assert info.value.bug == bug, message
     assert BUGS[bug].hint in message
@@ -150,4 +150,5 @@ def test_batch_output_check(capsys):
 # --------------------------------------------------------------------------- right but unusual answers
 @pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
 def test_unusual_right_answers_pass(check, args, capsys):
-    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)
+    # without the guard: chapter 04 refuses SDPA (tests/test_honesty.py)
+    assert_passes(getattr(cu.checks, check).__wrapped__, *args, capsys=capsys)

@@ -32,7 +32,7 @@ def _rejects(check, cls, bug):
     "cls", [cu.chapters.MultiHeadAttentionWrapper, *buggy.WRAPPER_CORRECT], ids=lambda c: c.__name__
 )
 def test_wrapper_accepts_right_classes(cls, capsys):
-    check_wrapper(cls)
+    check_wrapper.__wrapped__(cls)  # without the guard, which refuses the course's own class
     assert capsys.readouterr().out.startswith("✓ check_multihead_wrapper:")
 
 
@@ -73,7 +73,7 @@ def test_wrapper_dropout_is_checked_in_every_head():
     "cls", [cu.chapters.MultiHeadAttention, *buggy.SPLIT_CORRECT], ids=lambda c: c.__name__
 )
 def test_split_accepts_right_classes(cls, capsys):
-    check_split(cls)
+    check_split.__wrapped__(cls)  # without the guard, which refuses the course's own class
     assert capsys.readouterr().out.startswith("✓ check_multihead_attention:")
 
 
@@ -169,4 +169,5 @@ def test_batch_output_checks(capsys):
 # --------------------------------------------------------------------------- right but unusual answers
 @pytest.mark.parametrize(("check", "args"), unusual_right_answers(correct))
 def test_unusual_right_answers_pass(check, args, capsys):
-    assert_passes(getattr(cu.checks, check), *args, capsys=capsys)
+    # without the guard: chapter 05 refuses SDPA (tests/test_honesty.py)
+    assert_passes(getattr(cu.checks, check).__wrapped__, *args, capsys=capsys)

@@ -144,7 +144,8 @@ def test_right_tiny_gpt_passes(capsys):
 
 
 def test_the_chapters_tiny_gpt_passes(capsys):
-    assert_passes(cu.checks.check_tiny_gpt, cu.chapters.TinyGPT, capsys=capsys)
+    # without the guard, which refuses the course's own class (tests/test_honesty.py)
+    assert_passes(cu.checks.check_tiny_gpt.__wrapped__, cu.chapters.TinyGPT, capsys=capsys)
 
 
 @pytest.mark.parametrize(

@@ -52,21 +52,41 @@ KEY = "nbgrader"
 
 NBGRADER_CONFIG = """\
 # nbgrader configuration for the "Attention from Scratch" course (written by tools/nbgrader_meta.py).
+# Assignments are added by `nbgrader generate_assignment`, students by `nbgrader autograde`.
+import sys
+
 c = get_config()  # noqa: F821 - provided by nbgrader
 c.CourseDirectory.course_id = "attention-from-scratch"
-c.CourseDirectory.db_assignments = [dict(name="{assignment}")]
-c.CourseDirectory.db_students = [{students}]
-# One pair of delimiters matches both answer markers of the course:
-# "### BEGIN SOLUTION" in code cells and "<!-- BEGIN ANSWER -->" in markdown cells.
-c.ClearSolutions.begin_solution_delimeter = " BEGIN "
-c.ClearSolutions.end_solution_delimeter = " END "
+# nbgrader's own markers: "### BEGIN SOLUTION" in code cells, "<!-- BEGIN SOLUTION -->" in the
+# written answers (the course's "<!-- BEGIN ANSWER -->", renamed in source/), and
+# "### BEGIN HIDDEN TESTS" for tests the students do not see.
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
 # The same stubs as the course's own exercise notebooks (notebooks/).
 c.ClearSolutions.code_stub = dict(python="# YOUR CODE HERE\\nraise NotImplementedError()")
 c.ClearSolutions.text_stub = "*YOUR ANSWER HERE*"
 # Chapter 07 times a few implementations; give slow machines room.
 c.Execute.timeout = 300
+# Each self-check's verdict comes from a fresh process the student's cells cannot patch
+# (tools/nbgrader_guard.py, from the course repository below).
+sys.path.insert(0, {root!r})
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+from tools.nbgrader_guard import FreshChecks  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    Execute, FreshChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
 """
-DELIMITERS = (" BEGIN ", " END ")  # what NBGRADER_CONFIG sets; a test checks no other line matches
+DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
+_NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"
+ANSWER_MARKERS = {  # the course's written-answer markers, as nbgrader's source/ spells them
+    nbtools.BEGIN_ANSWER: _NB_BEGIN_ANSWER,
+    nbtools.END_ANSWER: "<!-- END SOLUTION -->",
+}
 
 
 class MetaError(ValueError):
@@ -95,7 +115,11 @@ def _is_exercise(cell) -> bool:
 
 
 def _answer_count(cell) -> int:
-    return _lines(cell).count(nbtools.BEGIN_ANSWER) if cell.cell_type == "markdown" else 0
+    """Answer regions of a markdown cell (the course's marker, or nbgrader's in source/)."""
+    if cell.cell_type != "markdown":
+        return 0
+    lines = _lines(cell)
+    return sum(lines.count(marker) for marker in (nbtools.BEGIN_ANSWER, _NB_BEGIN_ANSWER))
 
 
 def _tags(cell) -> list[str]:
@@ -152,7 +176,9 @@ _QUESTION_LABEL = re.compile(r"^(Q?\d+[.)]?|[a-z]\)|Question\.?)$")
 
 def _answer_question(cells, index: int) -> tuple[str, str]:
     """(nearest heading above the cell's first answer, the last question label before it)."""
-    first = cells[index].source.split(nbtools.BEGIN_ANSWER)[0]
+    first = re.split(
+        f"{re.escape(nbtools.BEGIN_ANSWER)}|{re.escape(_NB_BEGIN_ANSWER)}", cells[index].source
+    )[0]
     labels = [label for label in _LABEL.findall(first) if _QUESTION_LABEL.match(label.strip())][-1:]
     texts = [first] + [c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"]
     for text in texts:
@@ -318,13 +344,17 @@ def source_notebook(solution, filename: str):
         nb, nbtools.FIGURES, f"solutions/{filename}"
     )  # figures travel with the notebook
     nbtools.set_headers(nb, "notebooks", filename)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and _answer_count(cell):
+            cell.source = "\n".join(
+                ANSWER_MARKERS.get(line.strip(), line) for line in cell.source.split("\n")
+            )
     return nb
 
 
 def make_course(
     course: Path,
     assignment: str = "attention",
-    students: tuple[str, ...] = (),
     solutions: Path | None = None,
     chapters: tuple[str, ...] = (),
 ) -> list[Path]:
@@ -342,9 +372,8 @@ def make_course(
     files = [p for p in files if not chapters or p.name[:2] in chapters]
     source = Path(course) / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)
-    listed = ", ".join(f'dict(id="{s}")' for s in students)
     (Path(course) / "nbgrader_config.py").write_text(
-        NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8"
+        NBGRADER_CONFIG.format(root=str(nbtools.ROOT)), encoding="utf-8"
     )
     written = []
     for path in files:

@@ -9,6 +9,7 @@ by what they produce.
 Each chapter's checks live in their own module and are re-exported here.
 """
 
+from . import _engine
 from ._engine import Bug, CheckFailure
 from .ch01 import *  # noqa: F403
 from .ch02 import *  # noqa: F403
@@ -19,5 +20,10 @@ from .ch06 import *  # noqa: F403
 from .ch07 import *  # noqa: F403
 from .ch08 import *  # noqa: F403
 from .ch09 import *  # noqa: F403
+
+# Every check refuses the course's own code and the shortcuts its chapter does not allow.
+globals().update(
+    {n: _engine.guard(f) for n, f in dict(globals()).items() if n.startswith("check_")}
+)
 
 __all__ = ["Bug", "CheckFailure", *(name for name in dir() if name.startswith("check_"))]

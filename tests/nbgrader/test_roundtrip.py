@@ -169,6 +169,61 @@ def test_written_answers_wait_for_a_person(trip):
         )
 
 
+def test_hidden_tests_generate_and_run(trip, scores):
+    """nbgrader's own hidden-test markers work with the course's answer markers: the release
+    lacks the hidden test, the autograded notebook runs it."""
+    release = (trip.course / "release" / rt.ASSIGNMENT / trip.notebooks[0]).read_text()
+    assert "HIDDEN TESTS" not in release and "1000.0, 0.0" not in release
+    graded = nbtools.read(
+        trip.course / "autograded" / "complete" / rt.ASSIGNMENT / trip.notebooks[0]
+    )
+    assert any(rt.HIDDEN_TEST.strip() in c.source for c in graded.cells)
+    assert scores["complete"][trip.notebooks[0]]["ch01_check_softmax"] == (1.0, 1.0)
+    assert scores["buggy"][trip.notebooks[0]]["ch01_check_softmax"][0] == 0
+
+
+def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
+    """Each shortcut costs exactly its exercise's check; every other check of the notebooks the
+    student handed in scores as the complete student's does."""
+    from tools.nbgrader_guard import FRESH
+
+    zeros = {s.check for s in rt.SHORTCUTS}
+    handed_in = {n for n in trip.notebooks if n[:2] in {s.exercise[2:4] for s in rt.SHORTCUTS}}
+    for name in handed_in:
+        graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
+        cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in graded.cells}
+        for gid, (score, top) in scores["shortcuts"][name].items():
+            if gid in zeros:
+                assert score == 0, f"{name}: the shortcut in {gid} earned {score} points"
+                errors = [o for o in cells[gid].outputs if o.output_type == "error"]
+                assert errors, gid
+                print(
+                    f"{gid}: {errors[0].traceback[0] == FRESH and 'fresh process' or 'in the kernel'}"
+                )
+            else:
+                assert (score, top) == scores["complete"][name][gid], f"{name}: {gid} lost points"
+    planted = {s.check for s in rt.SHORTCUTS}
+    assert planted <= {gid for name in handed_in for gid in scores["shortcuts"][name]}
+
+
+def test_patched_checks_are_stopped_by_the_fresh_process(trip):
+    """The shortcuts that patch the kernel (a swapped check, a hidden failure, a replaced
+    torch.allclose, a replaced check) pass in the kernel: only the fresh process stops them."""
+    from tools.nbgrader_guard import FRESH
+
+    patched = [s for s in rt.SHORTCUTS if "course's own" not in s.what and "F.scaled" not in s.what]
+    for shortcut in patched:
+        name = next(n for n in trip.notebooks if n[:2] == shortcut.exercise[2:4])
+        graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
+        cell = next(
+            c
+            for c in graded.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == shortcut.check
+        )
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert len(errors) == 1 and errors[0].traceback[0] == FRESH, (shortcut.what, errors)
+
+
 def test_solutions_in_the_course_carry_fresh_metadata(trip):
     for name in trip.notebooks:
         assert not nbgrader_meta.is_stale(

@@ -15,6 +15,7 @@ the parameter count and the caller's input left untouched.
 from ..mistakes import MISTAKES, Bug
 from . import core, layers, pipeline, probes, watch
 from .core import *  # noqa: F403
+from .honesty import guard
 from .layers import *  # noqa: F403
 from .pipeline import *  # noqa: F403
 from .probes import *  # noqa: F403
@@ -23,6 +24,7 @@ from .watch import *  # noqa: F403
 __all__ = [
     "MISTAKES",
     "Bug",
+    "guard",
     *core.__all__,
     *watch.__all__,
     *pipeline.__all__,
