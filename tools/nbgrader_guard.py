@@ -23,10 +23,12 @@ Command line (the fresh process; run by :class:`FreshChecks`)::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -100,8 +102,39 @@ def restore(saved) -> list[str]:
     return changed
 
 
-def rerun(nb) -> dict[str, str | None]:
-    """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis}."""
+class CellTimeout(BaseException):
+    """A cell ran past the grader's time limit (a BaseException, so no check turns it into a diagnosis)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise :class:`CellTimeout` in the block after ``seconds`` (0: no limit)."""
+
+    def stop(signum, frame):
+        raise CellTimeout(seconds)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def timed_out(seconds: float) -> str:
+    """The words a student reads when a cell was stopped."""
+    return (
+        f"This cell was stopped after {seconds:g} seconds, the grader's limit for one cell: the code "
+        "it runs did not finish (for example a loop whose condition never becomes false, or a "
+        "function that calls itself without end). Run the notebook from the top in your own "
+        "kernel; the cell that never finishes is the one to fix."
+    )
+
+
+def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, str | None]:
+    """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
+    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds."""
     from IPython.core.interactiveshell import InteractiveShell
 
     import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
@@ -115,7 +148,11 @@ def rerun(nb) -> dict[str, str | None]:
     shell = InteractiveShell.instance()
     saved = snapshot()
     verdicts: dict[str, str | None] = {}
-    checked = set(graded_checks(nb))
+    checked = {
+        i
+        for i in graded_checks(nb)
+        if only is None or nb.cells[i].metadata["nbgrader"]["grade_id"] in only
+    }
     last = max(checked, default=-1)
     for index, cell in enumerate(nb.cells[: last + 1]):
         if cell.cell_type != "code":
@@ -123,15 +160,18 @@ def rerun(nb) -> dict[str, str | None]:
         sink = io.StringIO()
         if index not in checked:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                shell.run_cell(cell.source, store_history=False, silent=True)
+                with contextlib.suppress(CellTimeout), time_limit(cell_timeout):
+                    shell.run_cell(cell.source, store_history=False, silent=True)
             continue
         grade_id = cell.metadata["nbgrader"]["grade_id"]
         restore(saved)
         namespace = dict(shell.user_ns, cu=stand_in)
         try:
-            with contextlib.redirect_stdout(sink):
+            with contextlib.redirect_stdout(sink), time_limit(cell_timeout):
                 exec(compile(cell.source, f"<check cell {grade_id}>", "exec"), namespace)
             verdicts[grade_id] = None
+        except CellTimeout:
+            verdicts[grade_id] = timed_out(cell_timeout)
         except failure_type as exc:
             verdicts[grade_id] = str(exc)
         except Exception as exc:  # noqa: BLE001 - any crash loses the points, in words
@@ -149,9 +189,14 @@ def rerun(nb) -> dict[str, str | None]:
 def main(argv: list[str] | None = None) -> int:
     import nbformat
 
-    args = sys.argv[1:] if argv is None else argv
-    nb = nbformat.read(args[0], as_version=4)
-    verdicts = rerun(nb)
+    parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_guard")
+    parser.add_argument("notebook")
+    parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
+    parser.add_argument("--cell-timeout", type=int, default=0, help="seconds per cell (0: none)")
+    args = parser.parse_args(argv)
+    nb = nbformat.read(args.notebook, as_version=4)
+    only = None if args.only is None else set(args.only)
+    verdicts = rerun(nb, only, args.cell_timeout)
     sys.__stdout__.write("\nGUARD-VERDICTS " + json.dumps(verdicts) + "\n")
     return 0
 
@@ -168,7 +213,7 @@ def _preprocessor_base():
 class FreshChecks(_preprocessor_base()):
     """nbgrader preprocessor: each check's verdict from a fresh process (see the module text)."""
 
-    timeout = 600  # seconds for one notebook's fresh run
+    cell_timeout = 300  # seconds per cell, as nbgrader's Execute.timeout in the course's config
 
     def preprocess(self, nb, resources):
         cells = graded_checks(nb)
@@ -177,8 +222,10 @@ class FreshChecks(_preprocessor_base()):
         ]
         if not passed:
             return nb, resources
+        self._explain_timeouts(nb, cells)
         folder = resources.get("metadata", {}).get("path") or "."
-        verdicts = self._run(nb, folder)
+        ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in passed]
+        verdicts = self._run(nb, folder, ids)
         for index in passed:
             cell = nb.cells[index]
             grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -191,7 +238,23 @@ class FreshChecks(_preprocessor_base()):
             cell.outputs.insert(0, _error(wrap(text)))
         return nb, resources
 
-    def _run(self, nb, folder: str) -> dict[str, str | None]:
+    def _explain_timeouts(self, nb, cells: list[int]) -> None:
+        """A check stopped by nbgrader's time limit shows words, not a bare KeyboardInterrupt."""
+        for index in cells:
+            for output in nb.cells[index].outputs:
+                if output.output_type == "error" and output.ename in (
+                    "KeyboardInterrupt",
+                    "CellTimeoutError",
+                    "TimeoutError",
+                ):
+                    text = wrap(timed_out(self.cell_timeout))
+                    output.ename, output.evalue, output.traceback = (
+                        "Timeout",
+                        text,
+                        text.split("\n"),
+                    )
+
+    def _run(self, nb, folder: str, ids: list[str]) -> dict[str, str | None]:
         import nbformat
 
         with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as handle:
@@ -200,12 +263,13 @@ class FreshChecks(_preprocessor_base()):
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "tools.nbgrader_guard", handle.name],
+                [sys.executable, "-m", "tools.nbgrader_guard", handle.name]
+                + ["--cell-timeout", str(self.cell_timeout), "--only", *ids],
                 cwd=folder,
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=self.timeout,
+                timeout=self.cell_timeout * (len(nb.cells) + 1),
             )
         except subprocess.TimeoutExpired:
             return {}
