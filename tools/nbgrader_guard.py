@@ -52,7 +52,10 @@ def graded_checks(nb) -> list[int]:
 
 def wrap(text: str) -> str:
     """A diagnosis wrapped paragraph by paragraph to :data:`WIDTH` columns."""
-    return "\n".join(textwrap.fill(p, WIDTH) if p else "" for p in text.split("\n"))
+    return "\n".join(
+        textwrap.fill(p, WIDTH, break_long_words=False, break_on_hyphens=False) if p else ""
+        for p in text.split("\n")
+    )
 
 
 # ----------------------------------------------------------------------------- the fresh process
@@ -217,12 +220,16 @@ class FreshChecks(_preprocessor_base()):
 
     def preprocess(self, nb, resources):
         cells = graded_checks(nb)
+        self._explain_timeouts(nb, cells)
+        for index in cells:  # the feedback shows the diagnosis, wrapped, not our traceback
+            for output in nb.cells[index].outputs:
+                if output.output_type == "error" and output.ename == "CheckFailure":
+                    output.traceback = wrap(output.evalue).split("\n")
         passed = [
             i for i in cells if not any(o.output_type == "error" for o in nb.cells[i].outputs)
         ]
         if not passed:
             return nb, resources
-        self._explain_timeouts(nb, cells)
         folder = resources.get("metadata", {}).get("path") or "."
         ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in passed]
         verdicts = self._run(nb, folder, ids)
