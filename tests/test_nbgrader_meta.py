@@ -269,3 +269,20 @@ def test_readme_points_table_is_what_the_command_prints(capsys):
         "the README's points table (under 'Grading with nbgrader') is stale: paste the "
         "output of `python -m tools.nbgrader_meta points` into it"
     )
+
+
+def test_renamed_and_missing_notebooks_are_named_in_words(tmp_path, capsys):
+    (tmp_path / "source" / "a").mkdir(parents=True)
+    for name in ("01_x.ipynb", "02_y.ipynb"):
+        (tmp_path / "source" / "a" / name).write_text("{}")
+    folder = tmp_path / "submitted" / "bob" / "a"
+    folder.mkdir(parents=True)
+    (folder / "01_x-Copy1.ipynb").write_text("{}")
+    assert meta.check_submissions(tmp_path, "a") == [
+        "bob: 01_x.ipynb is missing, and 01_x-Copy1.ipynb looks like it renamed; rename it "
+        "(or run with --fix), or this chapter scores 0",
+        "bob: 02_y.ipynb is missing (no notebook of that chapter): this chapter scores 0",
+    ]
+    assert meta.main(["submissions", str(tmp_path), "--assignment", "a", "--fix"]) == 0
+    assert "bob: 01_x-Copy1.ipynb renamed to 01_x.ipynb" in capsys.readouterr().out
+    assert (folder / "01_x.ipynb").exists()

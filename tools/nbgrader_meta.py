@@ -30,6 +30,7 @@ Command line (run from the repository root)::
 
     python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02]   # a ready nbgrader course
     python -m tools.nbgrader_meta points                           # points per chapter
+    python -m tools.nbgrader_meta submissions DIR [--assignment NAME] [--fix]  # missing or renamed notebooks
 """
 
 from __future__ import annotations
@@ -383,6 +384,32 @@ def make_course(
     return written
 
 
+def check_submissions(course: Path, assignment: str, fix: bool = False) -> list[str]:
+    """In words, each student's notebook that autograde would not find in ``submitted/``: missing,
+    or renamed (``01_toy_attention-Copy1.ipynb``: the only extra notebook whose name starts with the
+    expected one's chapter number); with ``fix``, a renamed notebook gets its expected name back."""
+    expected = sorted(p.name for p in (Path(course) / "source" / assignment).glob("*.ipynb"))
+    lines = []
+    for folder in sorted((Path(course) / "submitted").glob(f"*/{assignment}")):
+        student = folder.parent.name
+        present = {p.name for p in folder.glob("*.ipynb")}
+        extra = sorted(present - set(expected))
+        for name in (n for n in expected if n not in present):
+            like = [e for e in extra if e[:3] == name[:3]]
+            if len(like) == 1 and fix:
+                (folder / like[0]).rename(folder / name)
+                lines.append(f"{student}: {like[0]} renamed to {name}, the name nbgrader grades")
+            elif len(like) == 1:
+                lines.append(
+                    f"{student}: {name} is missing, and {like[0]} looks like it renamed; "
+                    "rename it (or run with --fix), or this chapter scores 0"
+                )
+            else:
+                found = ", ".join(like) or "no notebook of that chapter"
+                lines.append(f"{student}: {name} is missing ({found}): this chapter scores 0")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.nbgrader_meta",
@@ -401,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
         help="only these chapters, by number (default: all), e.g. --chapters 01 02 03",
     )
     sub.add_parser("points", help="print the points of every chapter")
+    check = sub.add_parser("submissions", help="name missing or renamed notebooks in submitted/")
+    check.add_argument("directory", type=Path)
+    check.add_argument("--assignment", default="attention")
+    check.add_argument("--fix", action="store_true", help="give renamed notebooks their names back")
     args = parser.parse_args(argv)
     if args.command == "course":
         try:
@@ -410,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in written:
             print(f"wrote {path}")
         print(f"wrote {args.directory / 'nbgrader_config.py'}")
+    elif args.command == "submissions":
+        lines = check_submissions(args.directory, args.assignment, args.fix)
+        print("\n".join(lines) or "every student handed in every notebook under its own name")
     else:
         print("| chapter | self-checks (autograded) | written answers (manual) |\n|---|---:|---:|")
         for path in nbtools.chapter_files():
