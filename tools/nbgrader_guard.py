@@ -138,6 +138,7 @@ def timed_out(seconds: float) -> str:
 def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, str | None]:
     """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
     checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds."""
+    import torch._dynamo  # noqa: F401 - torch wraps torch.manual_seed & co. on this first import
     from IPython.core.interactiveshell import InteractiveShell
 
     import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on

@@ -97,6 +97,7 @@ class Shortcut:
     check: str  # grade_id of the self-check cell that must score 0
     old: str  # text of the solution replaced ...
     new: str  # ... by this
+    after: str = ""  # top-level code added at the end of the cell
 
 
 SHORTCUTS = (
@@ -105,8 +106,8 @@ SHORTCUTS = (
         "ch01_softmax_stable",
         "ch01_check_softmax",
         "    exps = torch.exp(x - x.max(dim=-1, keepdim=True).values)",
-        "    exps = torch.exp(x)\n"
-        "    cu.checks.check_softmax.__wrapped__.__code__ = (lambda *a, **k: None).__code__",
+        "    exps = torch.exp(x)",
+        "cu.checks.check_softmax.__wrapped__.__code__ = (lambda *a, **k: None).__code__",
     ),
     Shortcut(
         "F.scaled_dot_product_attention where chapter 01 asks for attention by hand",
@@ -121,8 +122,8 @@ SHORTCUTS = (
         "ch02_SelfAttentionBatched",
         "ch02_check_batched_self_attention",
         "        attn_b = torch.softmax(scores_b / k.shape[-1] ** 0.5, dim=-1)",
-        "        get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)\n"
         "        attn_b = torch.softmax(scores_b, dim=-1)",
+        "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
     ),
     Shortcut(
         "torch.allclose replaced while the check runs (with no renormalisation)",
@@ -164,6 +165,7 @@ def plant_shortcuts(nb, filename: str):
         if shortcut.old not in cell.source:
             raise AssertionError(f"{filename}: {shortcut.old!r} is not in {shortcut.exercise}")
         cell.source = cell.source.replace(shortcut.old, shortcut.new, 1)
+        cell.source += f"\n\n\n{shortcut.after}" if shortcut.after else ""
         planted.append(shortcut.check)
     return nb, planted
 
