@@ -146,7 +146,10 @@ class _Watch(TorchFunctionMode):
             try:
                 yield self
             finally:
-                sys.setprofile(previous)
+                try:
+                    sys.setprofile(previous)
+                except TypeError:  # a C profiler (cProfile) cannot be put back from Python
+                    sys.setprofile(None)
 
 
 def guard(check):
