@@ -49,9 +49,9 @@ def test_course_utils_modules_stay_small():
 # tools/, then raised once for the probes that name the false passes and crashes an adversarial review of the
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message. Issue 27 added the engine's honesty guard
-# (_engine/honesty.py, 192 lines: the course's own code and forbidden shortcuts refused): +209.
+# (_engine/honesty.py, 195 lines: the course's own code and forbidden shortcuts refused): +212.
 HAND_WRITTEN_BUDGET = (
-    7_117  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this)
+    7_120  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this)
 )
 
 
