@@ -207,11 +207,14 @@ def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
 
 
 def test_patched_checks_are_stopped_by_the_fresh_process(trip):
-    """The shortcuts that patch the kernel (a swapped check, a hidden failure, a replaced
-    torch.allclose, a replaced check) pass in the kernel: only the fresh process stops them."""
+    """Two shortcuts pass in the kernel (torch.allclose replaced while the check runs, the check
+    replaced): only the fresh process stops them. (Measured 2026-11-24: the swapped check's code
+    fools the visible check of chapter 01 but not the instructor's hidden test there, and an
+    exception handler from set_custom_exc does not hide a failure from nbgrader's execution.)"""
     from tools.nbgrader_guard import FRESH
 
-    patched = [s for s in rt.SHORTCUTS if "course's own" not in s.what and "F.scaled" not in s.what]
+    patched = [s for s in rt.SHORTCUTS if "allclose" in s.what or "check replaced" in s.what]
+    assert len(patched) == 2
     for shortcut in patched:
         name = next(n for n in trip.notebooks if n[:2] == shortcut.exercise[2:4])
         graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
