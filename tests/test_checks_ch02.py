@@ -62,6 +62,8 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_self_attention_v2, b.V2PrecedenceInline, {"bug": "scale_precedence"}),
         (cu.checks.check_self_attention_v2, b.V2AlwaysBias, {"bug": "qkv_bias_ignored"}),
         (cu.checks.check_self_attention_v2, b.V2ValuesFromKeys, {"bug": "values_from_key"}),
+        (cu.checks.check_self_attention_v2, b.V2ScaleNegativeExponent, {"bug": "scale_multiplied"}),
+        (cu.checks.check_self_attention_v2, b.V2KeysValuesSwapped, {"bug": "keys_values_swapped"}),
         (cu.checks.check_self_attention_v2, b.V2ScoresTransposed, {"bug": "scores_transposed"}),
         (cu.checks.check_self_attention_v2, b.V2MixesInputs, {"bug": "context_from_inputs"}),
         (cu.checks.check_self_attention_v2, b.V2SwappedLinearArgs, {"bug": "linear_wrong_size"}),

@@ -36,6 +36,7 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
         (cu.checks.check_causal_mask, b.mask_tril, {"bug": "mask_past"}),
         (cu.checks.check_causal_mask, b.mask_keep, {"bug": "keep_mask"}),
         (cu.checks.check_causal_mask, b.mask_float, {"bug": "mask_float"}),
+        (cu.checks.check_causal_mask, b.mask_additive, {"bug": "mask_additive"}),
         (cu.checks.check_causal_mask, b.mask_fixed_size, {"bug": "mask_fixed_size"}),
         (
             cu.checks.check_causal_mask,
@@ -48,6 +49,16 @@ def test_right_answers_pass_with_one_line(check, right, capsys):
             {"diagnosis": "NotImplementedError: the exercise stub"},
         ),
         (cu.checks.check_mask_after_softmax, b.after_no_renormalise, {"bug": "no_renormalise"}),
+        (
+            cu.checks.check_mask_after_softmax,
+            b.after_renormalise_no_keepdim,
+            {"bug": "renormalise_no_keepdim"},
+        ),
+        (
+            cu.checks.check_mask_before_softmax,
+            b.before_scale_multiplied,
+            {"bug": "scale_multiplied"},
+        ),
         (
             cu.checks.check_mask_after_softmax,
             b.after_renormalise_dim1,

@@ -45,6 +45,7 @@ WRAPPER_BUGS = [
     (buggy.ConcatOverBatch, "concat_wrong_axis"),
     (buggy.StackedHeads, "stacked_heads"),
     (buggy.DOutSplitBetweenHeads, "wrapper_d_out_split"),
+    (buggy.HeadsListedInReverse, "layer_init_order"),
     *buggy.WRAPPERS_OF_BUGGY_HEADS,
     (buggy.HeadsConcatenatedReversed, "heads_wrong_order"),
     (buggy.HeadsConcatenatedSliceReversed, "heads_wrong_order"),
@@ -78,6 +79,10 @@ def test_split_accepts_right_classes(cls, capsys):
 
 
 SPLIT_BUGS = [
+    (buggy.OutProjOnValues, "out_proj_on_values"),
+    (buggy.OutProjCreatedFirst, "layer_init_differs"),
+    (buggy.ScaleMultiplied, "scale_multiplied"),
+    (buggy.KeysValuesSwapped, "keys_values_swapped"),
     (buggy.SoftmaxOverHeads, "softmax_over_heads"),
     (buggy.SoftmaxOverQueries, "softmax_over_queries"),
     (buggy.NoScaling, "no_scaling"),

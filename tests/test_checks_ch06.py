@@ -64,6 +64,7 @@ def test_right_embedding_passes(capsys):
         (b.EmbeddingMultiplied, {"bug": "embeddings_multiplied"}),
         (b.EmbeddingConcatenated, {"bug": "embeddings_concatenated"}),
         (b.EmbeddingLastPositions, {"bug": "last_positions"}),
+        (b.EmbeddingPositionsFromOne, {"bug": "positions_shifted"}),
         (b.EmbeddingNoLengthCheck, {"bug": "length_error_not_value_error"}),
         (b.EmbeddingClampsLongInput, {"bug": "no_length_check"}),
         (b.EmbeddingPositionsOnCPU, {"bug": "cpu_tensor_in_forward"}),

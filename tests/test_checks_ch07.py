@@ -22,6 +22,7 @@ def test_right_answer_passes(capsys):
         (b.no_scale, {"bug": "no_scaling"}),
         (b.scale_by_d, {"bug": "scale_d_k"}),
         (b.no_rescale, {"bug": "online_no_rescale"}),
+        (b.max_from_zero, {"bug": "online_max_from_zero"}),
         (b.no_normalise, {"bug": "online_no_final_division"}),
         (b.full_matrix, {"bug": "blockwise_full_scores", "diagnosis": "builds an (16, 16) tensor"}),
         (b.one_sdpa_call, {"bug": "blockwise_uses_sdpa"}),

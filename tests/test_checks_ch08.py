@@ -86,6 +86,8 @@ def test_right_samplers_pass(answer, capsys):
         (b.sample_reseeds_global, "sample_global_rng_changed"),
         (b.sample_fresh_generator, "sample_generator_replaced"),
         (b.sample_top_k_50, "sample_filtered_top_tokens"),
+        (b.sample_top_k_200, "sample_filtered_top_tokens"),  # seen in the 1,000-token probe
+        (b.sample_ignores_temperature, "temperature_after_softmax"),
         (b.sample_top_p_099, "sample_filtered_top_tokens"),
         (b.sample_divides_in_place, "input_modified"),
         (b.sample_float_ids_when_sampling, "sample_not_ids"),
@@ -118,6 +120,8 @@ def test_right_caches_pass(answer, capsys):
         (b.cache_attend_then_append, "cache_attend_before_append"),
         (b.cache_only_new, "cache_not_accumulated"),
         (b.cache_mask_top_left, "cache_mask_top_left"),
+        (b.cache_mask_square, "cache_mask_wrong_shape"),
+        (b.cache_mask_one_late, "cache_mask_offset"),
         (b.cache_no_mask, "cache_chunk_unmasked"),
         (b.cache_no_scale, "cache_not_scaled"),
         (b.cache_values_from_keys, "cache_values_from_keys"),
@@ -199,3 +203,18 @@ NON_ANSWERS = [
 def test_non_answers_never_crash_a_check(check, answer):
     with pytest.raises(CheckFailure):
         check(answer)
+
+
+def test_the_vast_probe_keeps_right_draws_inside_and_top_k_200_far_outside():
+    """The 1,000-token probe's margins with its 2,000 draws, over several generator seeds."""
+
+    def distance(sample, seed):
+        batch = torch.tensor(checks.VAST).repeat(checks.VAST_DRAWS, 1)
+        ids = sample(batch, 1.0, torch.Generator().manual_seed(seed))
+        freq = torch.bincount(ids, minlength=len(checks.VAST)).double() / checks.VAST_DRAWS
+        probs = torch.softmax(torch.tensor(checks.VAST, dtype=torch.float64), dim=-1)
+        order = probs.argsort(descending=True)
+        return float(checks._distance(freq[order].cumsum(-1), probs[order], checks.VAST_DRAWS))
+
+    assert max(distance(b.sample_right, seed) for seed in range(8)) < checks.Z / 1.5
+    assert min(distance(b.sample_top_k_200, seed) for seed in range(4)) > 2 * checks.Z

@@ -214,3 +214,52 @@ _MIXED = [
 def test_junk_beside_right_arguments_gives_a_check_failure(name, make_args, junk):
     with pytest.raises(CheckFailure):
         getattr(cu.checks, name)(*make_args(JUNK[junk]))
+
+
+# check_causal_mask given every dtype and many values of a mask of the right shape: a ✓ only for
+# the bool mask, a CheckFailure for everything else, never a crash inside the check (an additive
+# 0/-inf float mask, as nn.Transformer.generate_square_subsequent_mask returns, once fell through).
+_MASK_DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+)
+_MASK_VALUES = {
+    "future_true": lambda n: torch.ones(n, n).triu(1),
+    "additive_minus_inf": lambda n: torch.full((n, n), float("-inf")).triu(1),
+    "additive_minus_1e9": lambda n: torch.full((n, n), -1e9).triu(1),
+    "keep_mask": lambda n: torch.ones(n, n).tril(),
+    "additive_keep": lambda n: torch.full((n, n), float("-inf")).tril(-1),
+    "nan_future": lambda n: torch.full((n, n), float("nan")).triu(1),
+    "all_nan": lambda n: torch.full((n, n), float("nan")),
+    "zeros": lambda n: torch.zeros(n, n),
+    "ones": lambda n: torch.ones(n, n),
+    "random": lambda n: torch.randn(n, n, generator=torch.Generator().manual_seed(n)),
+    "inf_everywhere": lambda n: torch.full((n, n), float("inf")),
+}
+
+
+@pytest.mark.parametrize("values", list(_MASK_VALUES))
+@pytest.mark.parametrize("dtype", _MASK_DTYPES, ids=str)
+def test_check_causal_mask_survives_every_mask_dtype_and_value(dtype, values, capsys):
+    def mask(n):
+        return _MASK_VALUES[values](n).to(dtype)
+
+    try:
+        cu.checks.check_causal_mask(mask)
+    except CheckFailure as failure:
+        assert str(failure).startswith("check_causal_mask found a problem."), str(failure)
+        assert failure.bug is not None or "should be" in str(failure), str(failure)
+    else:
+        right = (_MASK_VALUES[values](4) != 0) == torch.ones(4, 4, dtype=torch.bool).triu(1)
+        assert dtype == torch.bool and bool(right.all()), (
+            values
+        )  # bool() of the floats: True = nonzero
+        assert capsys.readouterr().out.startswith("✓ check_causal_mask")

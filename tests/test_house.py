@@ -50,9 +50,7 @@ def test_course_utils_modules_stay_small():
 # checks found (engine probes, chapters 06, 08, 09). A ratchet: lower it when the package shrinks; raising
 # it needs a reason in the commit message. Issue 27 added the engine's honesty guard
 # (_engine/honesty.py, 195 lines: the course's own code and forbidden shortcuts refused): +212.
-HAND_WRITTEN_BUDGET = (
-    7_120  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this)
-)
+HAND_WRITTEN_BUDGET = 7_285  # TEMPORARY: 5,152 before ruff format at line length 100 (issue 32 replaces this); +165 issue 31, +212 issue 27
 
 
 def test_course_utils_does_not_grow_silently():

@@ -141,7 +141,8 @@ def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, lin
                 expected,
                 where,
                 candidates,
-                "softmax(queries @ keys.T / sqrt(d_k), dim=-1) @ values.",
+                "the weights are the softmax over the last axis of the scores divided by sqrt(d_k); "
+                "on a batch, swap only the last two axes of the keys (never .T).",
             )
     E.probe_backward(name, module, x, where, lambda: _attend(*project(x)))
     E.probe_device(name, module, x, where)

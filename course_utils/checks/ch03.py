@@ -37,11 +37,17 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
             raise E.fail_with(
                 name, "mask_shape_wrong", where=where, expected=(n, n), shape=tuple(got.shape)
             )
-        if got.dtype != torch.bool and E.same(got.float(), expected.float()):
+        if (
+            got.dtype != torch.bool
+            and not got.is_complex()
+            and E.same(got.float(), expected.float())
+        ):
             raise E.fail_with(name, "mask_float", dtype=got.dtype)
         pattern = got if got.dtype == torch.bool else got != 0
-        if torch.equal(pattern, expected) and got.dtype == torch.bool:
-            continue
+        if torch.equal(pattern, expected):
+            if got.dtype == torch.bool:
+                continue
+            raise E.fail_with(name, "mask_additive", dtype=got.dtype)  # 0 / -inf, -1e9, NaN, ...
         for bug, kind in (
             ("mask_diagonal", "diagonal"),
             ("keep_mask", "keep"),
@@ -131,6 +137,7 @@ def check_mask_after_softmax(fn: Callable[[torch.Tensor, float], torch.Tensor]) 
         [
             ("no_renormalise", replace(_WAY_AFTER, renormalise=None)),
             ("renormalise_wrong_dim", replace(_WAY_AFTER, renormalise=-2)),
+            ("renormalise_no_keepdim", replace(_WAY_AFTER, renormalise_keepdim=False)),
         ],
     )
 

@@ -131,6 +131,20 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
 _EMBEDDING_CASES = ((50, 6, 4, 2), (97, 10, 8, 3), (50257, 8, 16, 2))
 
 
+def _positions_shifted(name, layer, ids, tok_values, pos_values, where) -> None:
+    """A crash on a full-length input: positions 1 .. n run past the table. One token shorter, is the
+    output token + position rows 1 .. n? Then name it."""
+    short = ids[:, :-1]  # (batch, n - 1)
+    try:
+        got = layer(short)
+    except Exception:  # noqa: BLE001 - it crashes for another reason: the caller reports the crash
+        return
+    if E.same(got, tok_values[short] + pos_values[1 : short.shape[1] + 1]):
+        raise E.fail_with(
+            name, "positions_shifted", f"{where} on {ids.shape[1]} tokens it crashed;"
+        )
+
+
 def check_input_embedding(embedding_cls: type) -> None:
     """Check ``embedding_cls(vocab_size, context_length, d_model)``: token + position embeddings."""
     __tracebackhide__ = True
@@ -186,7 +200,11 @@ def check_input_embedding(embedding_cls: type) -> None:
                             f"raised {type(exc).__name__}: {exc}",
                         ) from None
                 else:
-                    got = E.call(name, layer, ids, what=what)
+                    try:
+                        got = E.call(name, layer, ids, what=what)
+                    except E.CheckFailure:
+                        _positions_shifted(name, layer, ids, tok_values, pos_values, where)
+                        raise
             token_part, pos_part = tok_values[ids], pos_values[:n]  # (batch, n, d), (n, d)
             expected = token_part + pos_part  # (batch, n, d)
             got = E.expect_tensor_output(name, got, what)
@@ -214,8 +232,9 @@ def check_input_embedding(embedding_cls: type) -> None:
                     ("positions_only", lambda: pos_part.expand(batch, n, d)),
                     ("embeddings_multiplied", lambda: token_part * pos_part),
                     ("last_positions", lambda: token_part + pos_values[length - n :]),
+                    ("positions_shifted", lambda: token_part + pos_values[1 : n + 1]),
                 ],
-                "output = token_table(token_ids) + position_table(torch.arange(n)).",
+                "add the token embeddings and the embeddings of positions 0 .. n - 1.",
             )
         E.probe_device(name, copy.deepcopy(layer), ids, where)
         E.probe_backward(name, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
@@ -312,7 +331,7 @@ def _check_in_proj(name, where, got, init, blocks, what):
     raise E.fail(
         name,
         f"{where} in_proj_{what} is wrong: {E.describe_difference(expected, got)}.",
-        f"in_proj_{what} = torch.cat([query, key, value], dim=0).",
+        f"in_proj_{what} holds the query, key and value parts stacked in that order along dim 0.",
     )
 
 
@@ -520,7 +539,7 @@ def check_tiny_gpt(cls: type) -> None:
                             lambda: head(tok[ids] + pos[: ids.shape[1]]),
                         ),
                     ],
-                    "logits = head(attn(embed(token_ids))).",
+                    "embed the tokens, run the attention layer on them, then apply the head.",
                 )
             later = ids.clone()
             later[:, -1] = (later[:, -1] + 1) % case.vocab

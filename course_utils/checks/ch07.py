@@ -11,22 +11,37 @@ from . import _engine as E
 
 # (n tokens, key width d, value width, block_size): block sizes that divide n, that do not,
 # of 1 and larger than n; a value width unlike d catches outputs sized by q instead of v.
-_CASES = ((16, 8, 5, 4), (7, 4, 4, 3), (10, 5, 5, 16), (12, 6, 6, 1), (9, 3, 2, 9), (13, 6, 3, 5))
+_CASES = (
+    (16, 8, 5, 4),
+    (7, 4, 4, 3),
+    (10, 5, 5, 16),
+    (12, 6, 6, 1),
+    (9, 3, 2, 9),
+    (13, 6, 3, 5),
+    (10, 4, 4, 3),
+)
+
+
+# The last case shifts every score of a row by about -200 (q's last column is 1, k's is -400):
+# the softmax does not change, but a running maximum started at 0 instead of -inf underflows to 0 / 0.
+SHIFTED = len(_CASES) - 1
 
 
 def _inputs(case: int, n: int, d: int, dv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return (
-        E.randn(n, d, seed=700 + case),
-        E.randn(n, d, seed=800 + case),
-        E.randn(n, dv, seed=900 + case),
-    )
+    q, k = E.randn(n, d, seed=700 + case), E.randn(n, d, seed=800 + case)
+    if case == SHIFTED:
+        q[:, -1], k[:, -1] = 1.0, k[:, -1] - 400.0
+    return q, k, E.randn(n, dv, seed=900 + case)
 
 
-def _streamed(q, k, v, block: int, *, rescale: bool, normalise: bool) -> torch.Tensor:
-    """The online-softmax loop, with the rescaling or the final division left out on demand."""
+def _streamed(
+    q, k, v, block: int, *, rescale=True, normalise=True, start=-math.inf
+) -> torch.Tensor:
+    """The online-softmax loop, with the rescaling or the final division left out on demand, or the
+    running maximum started at ``start``."""
     n = q.shape[0]
     top, total, out = (
-        torch.full((n, 1), float("-inf")),
+        torch.full((n, 1), start),
         torch.zeros(n, 1),
         torch.zeros(n, v.shape[1]),
     )
@@ -61,6 +76,8 @@ def _candidates(q, k, v, block: int) -> list[tuple[str, Callable[[], torch.Tenso
             "online_no_final_division",
             lambda: _streamed(q, k, v, block, rescale=True, normalise=False),
         ),
+        ("online_max_from_zero", lambda: _streamed(q, k, v, block, start=0.0)),
+        ("scale_multiplied", lambda: E.attention(q, k, v, E.Recipe(scale="times_sqrt_d_k"))),
     ]
 
 

@@ -35,7 +35,7 @@ LR, MOMENTUM, DROPOUT = (
     0.3,
 )  # momentum: the optimizer has state; dropout: train mode matters
 GRAPH_HINT = (
-    "loss.backward() needs a graph: compute the logits with gradients on (no torch.no_grad() "
+    "the backward pass needs a graph: compute the logits with gradients on (no torch.no_grad() "
     "around the forward pass, no .detach())."
 )
 
@@ -167,8 +167,10 @@ Z = 7.0  # how many standard errors a cumulative frequency may stray from its pr
 SAMPLE_LOGITS = ((1.5, 0.5, 0.0, -0.5, -2.0), (3.0, 2.0, 1.0, 0.5, 0.25))
 TEMPERATURES = (1.0, 0.5, 2.0, 0.25)
 # 200 tokens with Zipf-like probabilities 1/rank: the 150 least likely hold 23% and the last 1% is spread over
-# 12 of them, so a hidden top-k (k=50) or top-p (p=0.99) filter shows.
+# 12 of them, so a hidden top-k (k=50) or top-p (p=0.99) filter shows. VAST: 1,000 tokens, whose 800 least
+# likely hold 21%, so that nanoGPT's top_k = 200 (sample.py) shows too; VAST_DRAWS keep it fast.
 WIDE = tuple((-torch.arange(1, 201, dtype=torch.float64).log()).tolist())
+VAST, VAST_DRAWS = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tolist()), 2_000
 
 
 def _draw(name, sample, logits, temperature, seed, what):
@@ -199,7 +201,7 @@ def _draws(name, sample, batch, temperature, what, probe):
     """The student's ids for ``batch``; ``probe``: also require them repeatable with the same seed and
     the global random state untouched."""
     state = torch.random.get_rng_state()
-    first = _ids(name, _draw(name, sample, batch, temperature, 5, what), what, DRAWS)
+    first = _ids(name, _draw(name, sample, batch, temperature, 5, what), what, len(batch))
     if probe:
         second = _draw(name, sample, batch, temperature, 5, what)
         if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
@@ -213,18 +215,18 @@ def _draws(name, sample, batch, temperature, what, probe):
     return first
 
 
-def _distance(cum_freq, probs):
+def _distance(cum_freq, probs, draws=DRAWS):
     """The largest gap between cumulative frequencies and probabilities (both in the same order of the
     tokens), in standard errors of DRAWS draws: about 2 for right draws, Z at most."""
     cum = probs.cumsum(-1)
-    spread = ((cum * (1 - cum)).clamp(min=0) + 1 / DRAWS).sqrt() / math.sqrt(DRAWS)
+    spread = ((cum * (1 - cum)).clamp(min=0) + 1 / draws).sqrt() / math.sqrt(draws)
     return ((cum_freq - cum).abs() / spread).amax(-1)
 
 
-def _check_frequencies(name, sample, row, temperature, probe=False):
-    """DRAWS draws from one row of logits, with the frequencies of softmax(row / T)."""
+def _check_frequencies(name, sample, row, temperature, probe=False, draws=DRAWS):
+    """``draws`` draws from one row of logits, with the frequencies of softmax(row / T)."""
     vocab = len(row)
-    batch = torch.tensor(row).repeat(DRAWS, 1)  # (20000, vocab): the same row many times
+    batch = torch.tensor(row).repeat(draws, 1)  # (draws, vocab): the same row many times
     shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
     first = _draws(name, sample, batch, temperature, what, probe)
@@ -232,12 +234,12 @@ def _check_frequencies(name, sample, row, temperature, probe=False):
     ids = torch.where(
         (ids >= 0) & (ids < vocab), ids, vocab
     )  # an id out of range counts for no token
-    freq = torch.bincount(ids, minlength=vocab + 1)[:vocab].double() / DRAWS
+    freq = torch.bincount(ids, minlength=vocab + 1)[:vocab].double() / draws
     logits = torch.tensor(row, dtype=torch.float64)
     expected = torch.softmax(logits / temperature, dim=-1)
     order = expected.argsort(descending=True)
     cum_freq = freq[order].cumsum(-1)
-    if _distance(cum_freq, expected[order]) <= Z:
+    if _distance(cum_freq, expected[order], draws) <= Z:
         other = _draw(name, sample, batch, temperature, 6, what) if probe else None
         if isinstance(other, torch.Tensor) and torch.equal(first, other):
             raise E.fail_with(
@@ -269,12 +271,12 @@ def _check_frequencies(name, sample, row, temperature, probe=False):
         ("sampled_from_logits", logits.clamp(min=0) / logits.clamp(min=0).sum()),
     ]
     for bug, probs in variants:
-        if _distance(cum_freq, probs[order]) <= Z:
+        if _distance(cum_freq, probs[order], draws) <= Z:
             raise E.fail_with(name, bug, shown, temperature=temperature)
     kept = (
         torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
     )  # row m: the m + 1 likeliest
-    distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True))
+    distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
     if distances.min() <= Z:
         raise E.fail_with(
             name, "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
@@ -282,8 +284,8 @@ def _check_frequencies(name, sample, row, temperature, probe=False):
     raise E.fail(
         name,
         shown,
-        "probs = torch.softmax(logits / temperature, dim=-1), then "
-        "torch.multinomial(probs, num_samples=1, generator=generator).",
+        "draw with torch.multinomial and the generator given, from the softmax of logits / "
+        "temperature over the last axis.",
     )
 
 
@@ -304,6 +306,7 @@ def check_sample_next_token(sample) -> None:
         ):
             _check_frequencies(name, sample, row, temperature, probe=i == 0)
         _check_frequencies(name, sample, WIDE, 1.0)
+        _check_frequencies(name, sample, VAST, 1.0, draws=VAST_DRAWS)
     E.passed(
         name,
         f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
@@ -331,8 +334,8 @@ CACHE_BUGS = (
 )
 
 
-def _cached_variant(attn, x, cache, i, bug):
-    """Cached step i, with one catalogued mistake switched on."""
+def _cached_variant(attn, x, cache, i, bug, shift=0):
+    """Cached step i, with one catalogued mistake switched on (``shift``: the mask's rows off by it)."""
     b, m, _ = x.shape
     h, hd = attn.num_heads, attn.head_dim
 
@@ -347,7 +350,7 @@ def _cached_variant(attn, x, cache, i, bug):
     before_append = bug == "cache_attend_before_append" and cache is not None
     seen_k, seen_v = (old_k, old_v) if before_append else (all_k, all_v)
     t, past = seen_k.shape[2], all_k.shape[2] - m
-    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past)
+    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past + shift)
     hidden = None if bug == "cache_chunk_unmasked" else torch.arange(t) > rows  # (m, t)
     recipe = E.Recipe(scale="none" if bug == "cache_not_scaled" else "sqrt_d_k", mask="none")
     context = E.attention(q, seen_k, seen_v, recipe, mask=hidden)  # (b, h, m, hd)
@@ -413,8 +416,15 @@ def check_attend_with_cache(attend_with_cache) -> None:
     def student(attn, x_part, cache, i):
         x_new = x_part.clone()
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
-        with _KeyRows(attn, x_new.shape[0]) as rows:
-            result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+        try:
+            with _KeyRows(attn, x_new.shape[0]) as rows:
+                result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+        except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
+            if cache is not None and "must match the size" in str(failure.__cause__):
+                raise E.fail_with(
+                    name, "cache_mask_wrong_shape", str(failure).split("\n\n")[1]
+                ) from None
+            raise
         key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):
             raise E.fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
@@ -447,8 +457,13 @@ def check_attend_with_cache(attend_with_cache) -> None:
             if not E.same(got, want):
                 if torch.isnan(got).all():
                     raise E.fail_with(name, "cache_mask_times_inf", where)
-                for bug in CACHE_BUGS:
-                    if E.same(got, _run_cached(partial(_cached_variant, bug=bug), attn, x, chunks)):
+                variants = [(bug, 0) for bug in CACHE_BUGS] + [
+                    ("cache_mask_offset", 1),
+                    ("cache_mask_offset", -1),
+                ]
+                for bug, shift in variants:
+                    step = partial(_cached_variant, bug=bug, shift=shift)
+                    if E.same(got, _run_cached(step, attn, x, chunks)):
                         raise E.fail_with(name, bug, where)
                 if cache_dtypes - {x.dtype}:
                     raise E.fail_with(

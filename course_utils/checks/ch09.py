@@ -40,15 +40,37 @@ def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
 
 
 def rope(
-    x, positions, base=10_000.0, *, layout="half", sign=1.0, pair_step=2, ignore_positions=False
+    x,
+    positions,
+    base=10_000.0,
+    *,
+    layout="half",
+    sign=1.0,
+    pair_step=2,
+    ignore_positions=False,
+    offset=0,
+    linspace=False,
+    mixed=False,
 ):
-    """RoPE in float64; the switches reproduce the layout, direction, frequency and position slips."""
+    """RoPE in float64; the switches reproduce the layout, direction, frequency and position slips
+    (``mixed``: full-width cos and sin laid out for the other layout than the rotation's pairs)."""
     hd = x.shape[-1]
-    pos = torch.arange(x.shape[-2]) if ignore_positions else positions.cpu()
-    freq = base ** (-torch.arange(0, hd // 2, dtype=torch.float64) * pair_step / hd)  # (hd/2,)
-    angles = pos.double()[:, None] * freq  # (n, hd/2)
-    cos, sin = angles.cos(), sign * angles.sin()
+    pos = (torch.arange(x.shape[-2]) if ignore_positions else positions.cpu()) + offset
+    exponents = torch.arange(0, hd // 2, dtype=torch.float64) * pair_step / hd  # (hd/2,)
+    if linspace:
+        exponents = torch.linspace(0, 1, hd // 2, dtype=torch.float64)
+    angles = pos.double()[:, None] * base**-exponents  # (n, hd/2)
     x = x.double()
+    if mixed:
+        full = angles.repeat_interleave(2, -1) if layout == "half" else torch.cat([angles] * 2, -1)
+        a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else x.chunk(2, dim=-1)
+        turned = (
+            torch.stack((-b, a), -1).flatten(-2)
+            if layout == "interleaved"
+            else torch.cat((-b, a), -1)
+        )
+        return x * full.cos() + turned * sign * full.sin()
+    cos, sin = angles.cos(), sign * angles.sin()
     a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else x.chunk(2, dim=-1)
     pairs = (a * cos - b * sin, a * sin + b * cos)
     return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
@@ -248,6 +270,12 @@ ROPE_BUGS = (
     ("rope_frequency_exponent", {"pair_step": 4}),
     ("rope_positions_ignored", {"ignore_positions": True}),
     ("rope_base_ignored", {"base": 10_000.0}),
+    ("rope_frequencies_mismatched", {"mixed": True}),
+    ("rope_frequencies_mismatched", {"mixed": True, "layout": "interleaved"}),
+    ("rope_frequencies_linspace", {"linspace": True}),
+    ("rope_positions_shifted", {"offset": 1}),
+    ("rope_positions_shifted", {"offset": -1}),
+    ("rope_positions_ignored", {"ignore_positions": True, "offset": 1}),
 )
 
 
@@ -267,9 +295,16 @@ def check_apply_rope(fn) -> None:
                 f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
                 f"on x of shape {shape}"
             )
-            got = E.expect_tensor_output(
-                name, E.call_pure(name, fn, (x, pos), **kwargs, what=what), what, shape
-            )
+            try:
+                got = E.call_pure(name, fn, (x, pos), **kwargs, what=what)
+            except (
+                E.CheckFailure
+            ) as failure:  # cos and sin of hd/2 met the hd-wide rotate-half form
+                error, hd = str(failure.__cause__), shape[-1]
+                if f"({hd})" in error and f"({hd // 2})" in error and "must match" in error:
+                    raise E.fail_with(name, "rope_half_width", f"{what} raised: {error}") from None
+                raise
+            got = E.expect_tensor_output(name, got, what, shape)
             candidates = [
                 (bug, partial(rope, x, pos, **{"base": base, **switch}))
                 for bug, switch in ROPE_BUGS

@@ -302,3 +302,18 @@ class BatchedNameError(V2Right):
     def forward(self, x):
         q, keys, v = self.W_query(x), self.W_key(x), self.W_value(x)
         return torch.softmax(q @ keyz.transpose(1, 2) / keys.shape[-1] ** 0.5, dim=-1) @ v  # noqa: F821
+
+
+# Round two. V2ScaleNegativeExponent: rasbt/LLMs-from-scratch#856, `attn_scores / keys.shape[-1] ** -0.5`
+# in a bonus notebook (a division by d_k ** -0.5 multiplies by sqrt(d_k)). V2KeysValuesSwapped: written
+# to the pattern of unpacking the projections in the wrong order (q, v, k = ...).
+class V2ScaleNegativeExponent(V2Right):
+    def forward(self, x):
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** -0.5, dim=-1) @ v
+
+
+class V2KeysValuesSwapped(V2Right):
+    def forward(self, x):
+        q, v, k = self.W_query(x), self.W_key(x), self.W_value(x)
+        return torch.softmax(q @ k.T / k.shape[-1] ** 0.5, dim=-1) @ v

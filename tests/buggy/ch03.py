@@ -39,6 +39,12 @@ def mask_flat(n):
     return torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1).flatten()
 
 
+def mask_additive(n):
+    # PyTorch's nn.Transformer.generate_square_subsequent_mask(n) returns this float mask (0 below,
+    # -inf above the diagonal), a common answer; it once crashed the check (IndexError inside it).
+    return torch.nn.Transformer.generate_square_subsequent_mask(n)
+
+
 def mask_stub(n):
     raise NotImplementedError()
 
@@ -158,3 +164,16 @@ def after_renormalise_dim1(scores, d_k):
     weights = torch.softmax(scores / d_k**0.5, dim=-1)
     weights = weights * torch.tril(torch.ones_like(weights))
     return weights / weights.sum(dim=1, keepdim=True)
+
+
+# Round two: the book's row_sums without keepdim=True (written to the pattern of dropping it): right
+# shape for a square matrix, each column divided by one row's sum; a crash on most batches.
+def after_renormalise_no_keepdim(scores, d_k):
+    weights = torch.softmax(scores / d_k**0.5, dim=-1)
+    weights = weights * torch.tril(torch.ones_like(weights))
+    return weights / weights.sum(dim=-1)
+
+
+def before_scale_multiplied(scores, d_k):
+    # perceiver-io (esceptico/perceiver-io#9): scores divided by scale = d_k ** -0.5, a multiplication.
+    return torch.softmax(scores.masked_fill(_future(scores), -torch.inf) / d_k**-0.5, dim=-1)

@@ -551,3 +551,38 @@ class DropoutZeroBecomesDefault(Correct):
     def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
         super().__init__(d_in, d_out, context_length, dropout, qkv_bias)
         self.dropout = nn.Dropout(dropout or 0.1)
+
+
+# Round two. ScaleNegativeExponent: rasbt/LLMs-from-scratch#856 (`/ keys.shape[-1] ** -0.5`).
+# KeysValuesSwapped: written to the pattern of unpacking the projections in the wrong order.
+class ScaleNegativeExponent(Correct):
+    def scale(self, scores, d_k):
+        return scores / d_k**-0.5
+
+
+class KeysValuesSwapped(Correct):
+    def project(self, x):
+        return self.W_query(x), self.W_value(x), self.W_key(x)
+
+
+# Creation order (issue 31): the right computation, W_key made before W_query. It passed before the
+# check compared the initial weights with the chapter's class under the same seed; chapter 04 printed
+# only the first row, which cannot show the swap. Written to the pattern of that report.
+class KeyCreatedFirst(Correct):
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.store_mask(self.make_mask(context_length))
+        self.context_length = context_length
+        self.register_forward_pre_hook(lambda module, args: module.check_length(args[0]))
+
+
+class RandomDrawBeforeLayers(KeyCreatedFirst):
+    # written to the pattern of a random draw before the layers (a torch.rand mask made then cut)
+    def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.noise = torch.rand(1)
+        Correct.__init__(self, d_in, d_out, context_length, dropout, qkv_bias)

@@ -526,3 +526,47 @@ class MaskMovedToCpuSplit(Split):
 
     def apply_mask(self, scores, n):
         return scores.masked_fill(self.mask.to("cpu", torch.bool)[:n, :n], -torch.inf)
+
+
+# Round two. OutProjOnValues: written to the pattern of applying the output projection to the values
+# before the split (it runs, shapes agree). ScaleMultiplied: esceptico/perceiver-io#9, scores divided
+# by scale = head_dim ** -0.5. KeysValuesSwapped: the projections unpacked in the wrong order.
+class OutProjOnValues(Split):
+    def project(self, x):
+        return self.W_query(x), self.W_key(x), self.out_proj(self.W_value(x))
+
+    def output(self, context):
+        return context
+
+
+class ScaleMultiplied(Split):
+    def scale(self, scores):
+        return scores / self.head_dim**-0.5
+
+
+class KeysValuesSwapped(Split):
+    def project(self, x):
+        return self.W_query(x), self.W_value(x), self.W_key(x)
+
+
+# Creation order (issue 31): the right computation with out_proj made first; written to the pattern of
+# that report. It passed before the check compared the initial weights with the chapter's class.
+class OutProjCreatedFirst(Split):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        nn.Module.__init__(self)
+        self.make_out_proj(d_out)
+        self.check_sizes(d_out, num_heads)
+        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        self.store_mask(torch.triu(torch.ones(context_length, context_length), diagonal=1).bool())
+        self.context_length = context_length
+        self.register_forward_pre_hook(lambda module, args: module.check_length(args[0]))
+
+
+class HeadsListedInReverse(Wrapper):
+    # the heads made first to last, listed last to first: each head holds another head's numbers
+    def make_heads(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias):
+        return super().make_heads(d_in, d_out, context_length, dropout, num_heads, qkv_bias)[::-1]

@@ -164,6 +164,17 @@ class EmbeddingLastPositions(EmbeddingRight):
         return self.tok(token_ids) + self.pos.weight[self.context_length - n :]
 
 
+class EmbeddingPositionsFromOne(EmbeddingRight):
+    # Written to the pattern of 1-based positions (torch.arange(1, n + 1)), as in models whose
+    # padding token holds position 0 (fairseq's learned positions start at padding_idx + 1); here the
+    # table has context_length rows, so a full-length input runs past it.
+    def forward(self, token_ids):
+        n = token_ids.shape[1]
+        if n > self.context_length:
+            raise ValueError("too long")
+        return self.tok(token_ids) + self.pos(torch.arange(1, n + 1, device=token_ids.device))
+
+
 class EmbeddingNoLengthCheck(EmbeddingRight):
     def forward(self, token_ids):
         return self.tok(token_ids) + self.pos(

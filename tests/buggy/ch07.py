@@ -17,6 +17,7 @@ def _blockwise(
     normalise=True,
     global_keys=True,
     device=None,
+    guard_max=False,
 ):
     n, d = q.shape
     device = q.device if device is None else device
@@ -30,6 +31,8 @@ def _blockwise(
         key = torch.arange(k_b.shape[0], device=device) + (start if global_keys else 0)
         s = (q @ k_b.T) * scale
         s = s.masked_fill(~keep(key, query), float("-inf"))
+        if guard_max:  # a running maximum of -inf replaced by 0, "to avoid -inf - -inf"
+            run_max = torch.where(run_max == float("-inf"), 0.0, run_max)
         new_max = torch.maximum(run_max, s.amax(dim=1, keepdim=True))
         factor = torch.exp(run_max - new_max) if rescale else 1.0
         p = torch.exp(s - new_max)
@@ -134,3 +137,10 @@ def sdpa_with_explicit_mask(q, k, v, block_size):
 def returns_numpy(q, k, v, block_size):
     """Accumulated in NumPy (a NumPy online-softmax tutorial ported as is): an ndarray comes back."""
     return _blockwise(q, k, v, block_size).numpy()
+
+
+def max_from_zero(q, k, v, block_size):
+    # Written to the pattern of guarding the first block's -inf - -inf = NaN by replacing a running
+    # maximum of -inf with 0: right for ordinary scores, 0 / 0 = NaN once every score of a row is below
+    # about -87 (exp underflows in float32), though the softmax is unchanged by such a shift.
+    return _blockwise(q, k, v, block_size, guard_max=True)

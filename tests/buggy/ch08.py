@@ -237,6 +237,19 @@ def sample_top_k_50(logits, temperature, generator=None, top_k=50):
     return sample_right(logits.masked_fill(logits < kth, float("-inf")), 1.0, generator)
 
 
+def sample_top_k_200(logits, temperature, generator=None):
+    """Real code: nanoGPT's sample.py keeps top_k = 200 (karpathy/nanoGPT, sample.py), invisible to a
+    vocabulary of 200 tokens or fewer."""
+    return sample_top_k_50(logits, temperature, generator, top_k=200)
+
+
+def sample_ignores_temperature(logits, temperature, generator=None):
+    """Written to the pattern of a sampler whose temperature argument is accepted and never used."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    return sample_right(logits, 1.0, generator)
+
+
 def sample_top_p_099(logits, temperature, generator=None, top_p=0.99):
     """Real code: nucleus (top-p) filtering as in Hugging Face's TopPLogitsWarper, left on at 0.99."""
     if temperature == 0:
@@ -328,6 +341,33 @@ def cache_mask_top_left(attn, x_new, cache=None):
     t = k.shape[2]
     scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
         attn.mask[:m, :t], float("-inf")
+    )
+    return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
+
+
+def cache_mask_square(attn, x_new, cache=None):
+    """Written to the pattern of a KV cache that cuts a square block attn.mask[past:t, past:t] for the new
+    tokens: right for the prompt, a crash once cached tokens and several new ones meet."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m : t, t - m : t], float("-inf")
+    )
+    return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
+
+
+def cache_mask_one_late(attn, x_new, cache=None):
+    """Written to the pattern of a 1-based position counter: the mask's rows start at past + 1."""
+    b, m, _ = x_new.shape
+    q, k, v = (_split(attn, w(x_new)) for w in (attn.W_query, attn.W_key, attn.W_value))
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    t = k.shape[2]
+    scores = (q @ k.transpose(2, 3) / attn.head_dim**0.5).masked_fill(
+        attn.mask[t - m + 1 : t + 1, :t], float("-inf")
     )
     return _finish(attn, torch.softmax(scores, dim=-1), v, b, m), (k, v)
 

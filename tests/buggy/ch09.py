@@ -266,7 +266,52 @@ def rope_float64(x, positions, base=10_000.0):
     return _halves(x.double(), positions.double()[:, None] * freqs)
 
 
+def _rotate_half(x):
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def rope_rotate_half_interleaved_freqs(x, positions, base=10_000.0):
+    # raiyanyahya/how-to-train-your-gpt#6 (fixed in #7): emb = freqs.repeat_interleave(2, dim=-1)
+    # ([f0, f0, f1, f1, ...], the adjacent-pair layout) with the split-halves rotate_half.
+    emb = _angles(positions, x.shape[-1], base).repeat_interleave(2, dim=-1)  # (n, hd)
+    return x * emb.cos() + _rotate_half(x) * emb.sin()
+
+
+def rope_interleaved_pairs_half_freqs(x, positions, base=10_000.0):
+    # huggingface/transformers#47328: Qwen2.5-Omni's DiT paired neighbours (0, 1), (2, 3) in its
+    # rotation while cos/sin came in the half-split layout torch.cat((freqs, freqs), -1).
+    emb = torch.cat([_angles(positions, x.shape[-1], base)] * 2, dim=-1)  # (n, hd)
+    turned = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+    return x * emb.cos() + turned * emb.sin()
+
+
+def rope_linspace(x, positions, base=10_000.0):
+    # microsoft/torchscale#80: RetNet's angles came from torch.linspace(0, 1, dim // 2) instead of
+    # torch.arange(0, dim, 2) / dim, so the exponents end at 1.
+    hd = x.shape[-1]
+    freqs = base ** -torch.linspace(0, 1, hd // 2)  # (hd/2,)
+    return _halves(x, positions.float()[:, None] * freqs)
+
+
+def rope_positions_from_one(x, positions, base=10_000.0):
+    # written to the pattern of 1-based position counters (positions + 1): the first token turns.
+    return _halves(x, _angles(positions + 1, x.shape[-1], base))
+
+
+def rope_half_width_cos(x, positions, base=10_000.0):
+    # written to the pattern of Hugging Face's x * cos + rotate_half(x) * sin fed the (n, hd/2) angles
+    # of a split-halves function: the widths do not match and it crashes.
+    a = _angles(positions, x.shape[-1], base)  # (n, hd/2)
+    return x * a.cos() + _rotate_half(x) * a.sin()
+
+
 ROPE_BUGS = [
+    (rope_rotate_half_interleaved_freqs, "rope_frequencies_mismatched"),
+    (rope_interleaved_pairs_half_freqs, "rope_frequencies_mismatched"),
+    (rope_linspace, "rope_frequencies_linspace"),
+    (rope_positions_from_one, "rope_positions_shifted"),
+    (rope_half_width_cos, "rope_half_width"),
     (rope_cpu_frequencies, "cpu_tensor_in_forward"),
     (rope_float64, "output_dtype_changed"),
     (rope_interleaved, "rope_layout_mixed"),

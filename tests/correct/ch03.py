@@ -45,6 +45,16 @@ def before_float64(scores, d_k):
     return weights.to(scores.dtype)
 
 
+def before_triu_indices(scores, d_k):
+    """-inf written through index tensors made on the CPU: PyTorch moves CPU indices to the scores'
+    device, so this runs on a GPU too."""
+    n = scores.shape[-1]
+    rows, cols = torch.triu_indices(n, n, offset=1)  # (k,) each, on the CPU
+    masked = scores.clone()
+    masked[..., rows, cols] = float("-inf")
+    return torch.softmax(masked / d_k**0.5, dim=-1)
+
+
 ANSWERS = [
     ("check_causal_mask", (mask_from_tril,)),
     ("check_causal_mask", (mask_float_then_bool,)),
@@ -52,4 +62,5 @@ ANSWERS = [
     ("check_mask_before_softmax", (before_with_where,)),
     ("check_mask_before_softmax", (before_additive_full,)),
     ("check_mask_before_softmax", (before_float64,)),
+    ("check_mask_before_softmax", (before_triu_indices,)),
 ]

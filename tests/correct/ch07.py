@@ -57,6 +57,24 @@ def float64_state(q, k, v, block_size):
     return (out / run_sum).to(q.dtype)
 
 
+def guarded_exponent(q, k, v, block_size):
+    """FlashAttention's guard: where a row's maximum is still -inf, exponentiate against 0 (all its
+    weights are 0 anyway); the running maximum itself keeps -inf."""
+    run_max = torch.full((q.shape[0], 1), float("-inf"), device=q.device)
+    run_sum = torch.zeros_like(run_max)
+    out = torch.zeros(q.shape[0], v.shape[1], device=q.device)
+    for s in range(0, k.shape[0], block_size):
+        scores = _causal_block(q, k[s : s + block_size], s)
+        new_max = torch.maximum(run_max, scores.amax(dim=1, keepdim=True))
+        safe = torch.where(new_max == float("-inf"), 0.0, new_max)
+        p, factor = torch.exp(scores - safe), torch.exp(run_max - safe)
+        run_sum = run_sum * factor + p.sum(dim=1, keepdim=True)
+        out = out * factor + p @ v[s : s + block_size]
+        run_max = new_max
+    return out / run_sum
+
+
 ANSWERS = [
-    ("check_blockwise_attention", (fn,)) for fn in (two_pass, log_sum_exp_state, float64_state)
+    ("check_blockwise_attention", (fn,))
+    for fn in (two_pass, log_sum_exp_state, float64_state, guarded_exponent)
 ]

@@ -75,7 +75,16 @@ def cache_by_case(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
 
 
+def cache_causal_lower_right(q, k, v):
+    """PyTorch's own bottom-right causal bias: it has no device, SDPA builds it on q's device."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    bias = causal_lower_right(q.shape[-2], k.shape[-2])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
 CACHE_CORRECT = [
+    cache_causal_lower_right,
     cache_manual_softmax,
     cache_additive_mask,
     cache_full_then_slice,

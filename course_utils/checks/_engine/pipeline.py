@@ -16,20 +16,20 @@ class Recipe:
     """How to compute attention; the defaults are right, every other value is a known mistake."""
 
     softmax_dim: int = -1
-    scale: str = (
-        "sqrt_d_k"  # none | d_k | half_d_k | double_d_k | sqrt_d_out | sqrt_d_in | after_softmax
-    )
+    scale: str = "sqrt_d_k"  # none | d_k | half_d_k | double_d_k | sqrt_d_out | sqrt_d_in | after_softmax  # | times_sqrt_d_k
     mask: str = "future"  # none | diagonal | leak | past | keep | sdpa_inverted
     mask_fill: str = "-inf"  # zero
     mask_after: str | None = None  # zero | -inf: masked after the softmax
     renormalise: int | None = None  # dim the masked-after weights are renormalised over
-    keys_from: str = "key"  # query
+    renormalise_keepdim: bool = True
+    keys_from: str = "key"  # query | value
     values_from: str = "value"  # query | key | input
     scores_transposed: bool = False
     returns: str = "context"  # weights
     split: str = "transpose"  # view (multi-head)
     merge: str = "transpose"  # view | interleave (multi-head)
     out_proj: bool = True  # multi-head
+    out_proj_on: str = "merged"  # values: applied to the values before the heads are split
     concat: str = "last"  # dim0 | dim1 | stack | reversed (wrapper)
 
 
@@ -87,6 +87,7 @@ def weights_from_scores(
         "after_softmax": 1.0,
         "sqrt_d_out": math.sqrt(d_out),
         "sqrt_d_in": math.sqrt(d_in),
+        "times_sqrt_d_k": 1 / math.sqrt(d_k),
     }[r.scale]
     scaled = scores / divisor
     weights = torch.softmax(scaled, dim=r.softmax_dim)
@@ -99,7 +100,7 @@ def weights_from_scores(
     if mask is not None and r.mask_after is not None:
         weights = weights.masked_fill(mask, 0.0 if r.mask_after == "zero" else -math.inf)
         if r.renormalise is not None:
-            weights = weights / weights.sum(dim=r.renormalise, keepdim=True)
+            weights = weights / weights.sum(dim=r.renormalise, keepdim=r.renormalise_keepdim)
     if trace is not None:
         trace.scores += [raw, scores, scaled]
         trace.weights.append(weights)
@@ -120,8 +121,10 @@ def attention(
     mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Scaled dot-product attention over the last two axes, from queries, keys and values."""
-    k = q if r.keys_from == "query" else k
-    v = {"query": q, "key": k, "input": x}.get(r.values_from, v)
+    k, v = (
+        {"query": q, "value": v}.get(r.keys_from, k),
+        {"query": q, "key": k, "input": x}.get(r.values_from, v),
+    )
     d_in = x.shape[-1] if x is not None else k.shape[-1]
     weights = weights_from_scores(
         q @ k.transpose(-2, -1),
@@ -184,6 +187,8 @@ def mha_reference(
     h = weights.num_heads
     q, k, v = project(weights.qkv, x, trace)  # each (b, n, d_out)
     d_out = q.shape[-1]
+    if r.out_proj_on == "values":
+        v = weights.out_proj(v)
 
     def split(t: torch.Tensor) -> torch.Tensor:  # (b, n, d_out) -> (b, h, n, hd)
         if r.split == "view":
@@ -200,7 +205,7 @@ def mha_reference(
     }[r.merge]()  # (b, n, d_out)
     if trace is not None:
         trace.context.append(merged)
-    return weights.out_proj(merged) if r.out_proj else merged
+    return weights.out_proj(merged) if r.out_proj and r.out_proj_on == "merged" else merged
 
 
 def wrapper_reference(
@@ -234,6 +239,7 @@ def variants(*names: str) -> list[tuple[str, Recipe]]:
             ("scale_precedence", Recipe(scale="double_d_k")),
             ("scale_d_in", Recipe(scale="sqrt_d_in")),
             ("scale_after_softmax", Recipe(scale="after_softmax")),
+            ("scale_multiplied", Recipe(scale="times_sqrt_d_k")),
         ],
         "head_scale": [("scale_d_out", Recipe(scale="sqrt_d_out"))],
         "mask": [
@@ -253,6 +259,7 @@ def variants(*names: str) -> list[tuple[str, Recipe]]:
             ("values_from_query", Recipe(values_from="query")),
             ("values_from_key", Recipe(values_from="key")),
             ("context_from_inputs", Recipe(values_from="input")),
+            ("keys_values_swapped", Recipe(keys_from="value", values_from="key")),
             ("scores_transposed", Recipe(scores_transposed=True)),
             ("returns_weights", Recipe(returns="weights")),
         ],
@@ -262,6 +269,7 @@ def variants(*names: str) -> list[tuple[str, Recipe]]:
             ("merge_without_transpose", Recipe(merge="view")),
             ("heads_interleaved", Recipe(merge="interleave")),
             ("out_proj_unused", Recipe(out_proj=False)),
+            ("out_proj_on_values", Recipe(out_proj_on="values")),
         ],
         "concat": [
             ("heads_wrong_order", Recipe(concat="reversed")),

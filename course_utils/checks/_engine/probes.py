@@ -373,11 +373,44 @@ def check_layer(
         )
         probe_layer(check, cls, cases[-1], read, compute, reference_cls)
         check_too_long(check, cls, cases[-1])
+        if reference_cls is not None:
+            check_creation_order(check, cls, cases[0], reference_cls)
+
+
+def check_creation_order(check: str, cls: type, case: Case, reference_cls: type) -> None:
+    """Under the case's seed the layer must draw the chapter's class's initial weights, parameter by
+    parameter: a ✓ then means the book's printed numbers come out (creation order included)."""
+    __tracebackhide__ = True
+    module = build(check, cls, case)
+    with preserved_rng():
+        torch.manual_seed(case.seed)
+        reference = reference_cls(*case.args(), qkv_bias=case.qkv_bias)
+    ours, wanted = dict(module.named_parameters()), dict(reference.named_parameters())
+    if all(n in ours and same(ours[n].detach(), p.detach()) for n, p in wanted.items()):
+        return
+    layers = dict.fromkeys(
+        n.split(".")[-2] for n in wanted
+    )  # W_query, W_key, ... in creation order
+    order = ", ".join(layers) + (
+        ", head by head" if any(n.startswith("heads.") for n in wanted) else ""
+    )
+    where = f"With {case.describe(cls)} built after torch.manual_seed({case.seed}):"
+
+    def values(params):
+        return sorted(tuple(p.detach().flatten().tolist()) for p in params)
+
+    bug = (
+        "layer_init_order"
+        if values(ours.values()) == values(wanted.values())
+        else "layer_init_differs"
+    )
+    raise fail_with(check, bug, where, order=order, seed=case.seed)
 
 
 __all__ = [
     "DROPOUT_P",
     "Read",
+    "check_creation_order",
     "check_dropout",
     "check_layer",
     "check_too_long",

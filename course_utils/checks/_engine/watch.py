@@ -12,6 +12,14 @@ class DeviceMix(RuntimeError):
     pass
 
 
+try:  # an attention bias without a device: SDPA builds it on the query's device (torch >= 2.2)
+    from torch.nn.attention.bias import CausalBias as _CausalBias
+
+    DEVICE_FREE: tuple[type, ...] = (_CausalBias,)
+except ImportError:  # pragma: no cover - older torch
+    DEVICE_FREE = ()
+
+
 def storage(t: torch.Tensor) -> int:
     """Address of ``t``'s storage (shared by its views); 0 when it has none (empty, or no storage)."""
     try:
@@ -25,9 +33,11 @@ class Placement(TorchFunctionMode):
     The tensors given, everything computed from them and everything made with an explicit device
     count as *placed*; a tensor of one or more dimensions made without a device (``torch.ones(n, n)``)
     that meets a placed one raises :class:`DeviceMix`, as a GPU would (a placed tensor may be indexed with
-    one; a CPU tensor indexed with a placed index may not). ``.cpu()`` and ``.to("cpu")`` give CPU tensors."""
+    one; a CPU tensor indexed with a placed index may not; values assigned must be placed or 0-d), as
+    PyTorch does on a GPU. ``.cpu()`` and ``.to("cpu")`` give CPU tensors."""
 
     _MOVES = ("to", "type_as", "cuda")
+    _INDEXING = ("__getitem__", "__setitem__", "index_put_", "index_put")
 
     def __init__(self, placed) -> None:
         super().__init__()
@@ -66,13 +76,18 @@ class Placement(TorchFunctionMode):
             and any(isinstance(a, str) and a.startswith("cpu") for a in flat[1:])
         )
         if here and not moved and not to_cpu:
-            base = (
-                args[0] if name == "__getitem__" else None
-            )  # a placed index may index a placed tensor only
+            # PyTorch's rules: index tensors may stay on the CPU (a placed index may index a placed
+            # tensor only), 0-d tensors and device-free biases (causal_lower_right) go anywhere
+            checked = tensors
+            if name in self._INDEXING:
+                checked = [args[0], *args[2:3]]  # the indexed tensor and the values assigned
             stray = [
                 t
-                for t in ([base] if base is not None else tensors)
-                if not self.is_placed(t) and t.dim() > 0
+                for t in checked
+                if isinstance(t, torch.Tensor)
+                and not self.is_placed(t)
+                and t.dim() > 0
+                and not isinstance(t, DEVICE_FREE)
             ]
             if stray:
                 raise DeviceMix(
@@ -113,7 +128,13 @@ class Watch(TorchFunctionMode):
             else None
         )
         result = func(*args, **kwargs)
-        if name in ("dropout", "scaled_dot_product_attention", "softmax", "_softmax"):
+        if name in (
+            "dropout",
+            "scaled_dot_product_attention",
+            "softmax",
+            "_softmax",
+            "log_softmax",
+        ):
             self.calls.append((name, before, args, kwargs, result))
         for item in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(item, torch.Tensor):
