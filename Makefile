@@ -7,12 +7,18 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PORT   ?= 8888
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu: take PyTorch's CPU-only build from PyTorch's own
+# index (about 200 MB on Linux instead of the CUDA build and its NVIDIA libraries, several GB).
+# Empty by default: plain PyPI, reachable everywhere pip is.
+TORCH_INDEX ?=
+FIRST_CHAPTER := notebooks/01_toy_attention.ipynb
+PIP_TORCH_INDEX := $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout 120
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
-        figures bench bench-explorers test-compat lint clean
+        figures chapter bench bench-explorers test-compat test-colab lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -23,13 +29,14 @@ install: $(STAMP) ## create .venv with the tested versions (instant when already
 $(STAMP): requirements.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "Python 3.10 or newer is needed, found " + sys.version.split()[0])'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV): install your Python's venv module (e.g. apt-get install python3-venv)"; exit 1; }
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_TORCH_INDEX) -r requirements.txt -c constraints.txt
 	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "course_utils.pth").write_text(str(pathlib.Path.cwd()) + "\n")'
 	@touch $(STAMP)
 	@echo "Environment ready in $(VENV)"
 
 lab: $(STAMP) ## start JupyterLab on the course (exercise notebooks)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(ROOT_FLAG) notebooks/01_toy_attention.ipynb
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(ROOT_FLAG) \
+	  --LabApp.default_url=/lab/tree/$(FIRST_CHAPTER) $(LAB_ARGS)
 
 test: $(STAMP) ## run every check: unit tests, notebook sync, strict nbval of all solutions
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
@@ -47,11 +54,15 @@ test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader w
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
-exercises: $(STAMP) ## regenerate notebooks/ from solutions/
+exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
 	$(PY) -m tools.nbtools exercises
 
-headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution
-	$(PY) -m tools.nbtools headers
+chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]
+	@test -n "$(NN)" -a -n "$(NAME)" || { echo 'usage: make chapter NN=11 NAME=temperature [TITLE="..."]'; exit 2; }
+	$(PY) -m tools.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
+
+headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
+	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
 	$(PY) -m tools.nbtools execute
@@ -59,8 +70,8 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m tools.figures
 
-bench: $(STAMP) ## time the attention variants of chapter 07 into results/ (FULL=1: long run)
-	$(PY) -m tools.bench --out results $(if $(filter 1 yes true,$(FULL)),--full)
+bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ (FULL=1: long run; OUT=folder)
+	$(PY) -m tools.bench --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
 	$(PY) -m tools.bench_explorers
@@ -82,6 +93,9 @@ test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 
 	fi; \
 	$$venv/bin/python -c 'import sys, torch, numpy; print("compat: Python", sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'; \
 	PYTHONPATH="$(CURDIR)" $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
+
+test-colab: $(STAMP) ## every notebook alone in a replica of Colab's runtime (creates .venv-colab: Python 3.13, Colab's pins)
+	$(PY) -m tools.colab_replica
 
 lint: $(STAMP) ## ruff over the package, tests and notebooks
 	$(VENV)/bin/ruff check course_utils tools tests conftest.py solutions

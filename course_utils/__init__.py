@@ -22,7 +22,15 @@ from .validation import CourseInputError, expect_tensor
 
 __version__ = "1.0.0"
 
-_LAZY_SUBMODULES = ("checks", "chapters", "plotting", "widgets", "bench")
+# name -> module, loaded on first use; chapter 07's timing tools live in its folder
+_LAZY = {
+    "checks": ".checks",
+    "chapters": ".chapters",
+    "plotting": ".plotting",
+    "widgets": ".widgets",
+    "bench": ".chapters.ch07.bench",
+}
+_LAZY_SUBMODULES = tuple(_LAZY)
 
 __all__ = [
     "EXAMPLE_SENTENCE",
@@ -42,7 +50,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
-        module = importlib.import_module(f".{name}", __name__)
+        module = importlib.import_module(_LAZY[name], __name__)
         globals()[name] = module
         return module
     raise AttributeError(f"module 'course_utils' has no attribute {name!r}")

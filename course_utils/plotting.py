@@ -12,6 +12,7 @@ a cell that ends with the call shows the picture once and prints no object repr.
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import os
@@ -470,11 +471,24 @@ def static_mode() -> bool:
     return False
 
 
+def progress(iterable, desc: str):
+    """tqdm's bar over ``iterable`` when live; the plain iterable under static_mode (stored outputs)."""
+    from tqdm.auto import tqdm
+
+    return iterable if static_mode() else tqdm(iterable, desc=desc)
+
+
 def _display(obj) -> None:
     """Show ``obj`` in the notebook (tests and the benchmark replace this to capture it)."""
     from IPython.display import display
 
     display(obj)
+
+
+def frame_html(png: bytes) -> str:
+    """``png`` inline in an ``<img>``: text, where an ``ipywidgets.Image`` sends a binary buffer."""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img class="course-frame" style="max-width:100%" src="data:image/png;base64,{data}">'
 
 
 def handles(fig: Figure) -> dict:
@@ -500,9 +514,7 @@ class Explorer:
         self.figure = new_figure(figsize)
         self.figure.set_dpi(LIVE_DPI)
         self.view, self.error, self.png = None, None, b""
-        self.image = widgets.Image(
-            format="png", layout=widgets.Layout(max_width="100%", height="auto")
-        )
+        self.image = widgets.HTML()  # the PNG as text: Colab is weak on binary widget buffers
         self.message = widgets.HTML()
         self.widget = widgets.VBox([*controls.values(), self.message, self.image])
         for control in controls.values():
@@ -527,7 +539,7 @@ class Explorer:
             self.png = render_png(self.figure)
         finally:
             torch.set_num_threads(threads)
-        self.image.value = self.png
+        self.image.value = frame_html(self.png)
 
     def _ipython_display_(self) -> None:
         _display(self.widget)

@@ -9,6 +9,7 @@ import pytest
 
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES
+from course_utils.registry import chapter_files
 
 
 def assert_passes(check, *args, capsys) -> None:
@@ -55,8 +56,9 @@ CHECKS = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
 
 
 def calls_in_checks(name: str):
-    """(path, call node) of every call of a function or method called ``name`` in course_utils/checks."""
-    for path in sorted(CHECKS.rglob("*.py")):
+    """(path, call node) of every call of a function or method called ``name`` in the checks: the
+    engine (course_utils/checks) and each chapter's course_utils/chapters/chNN/checks.py."""
+    for path in [*sorted(CHECKS.rglob("*.py")), *chapter_files("checks.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             func = getattr(node, "func", None)
             if (

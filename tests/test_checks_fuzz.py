@@ -11,7 +11,7 @@ from torch import nn
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
-from tests.buggy import ch06 as b6
+from tests.ch06 import buggy as b6
 
 
 class InitRaises(nn.Module):

@@ -273,7 +273,9 @@ def test_setup_cell_clones_the_course_when_course_utils_is_missing(name, runs):
     result = runs["clone"]
     assert result["found_before"] is False
     assert "error" not in result, result
-    assert result["git"] == [f"clone --depth 1 {config.REPO_URL}.git"]
+    assert result["git"] == [
+        f"clone --depth 1 --branch {config.BRANCH} {config.REPO_URL}.git {config.CLONE_DIR}"
+    ]
     assert [c[0] for c in result["calls"]] == ["git"], (
         "only git may run when all packages are present"
     )
@@ -332,25 +334,106 @@ def test_setup_cell_never_installs_torch(name, runs):
 
 
 FETCH_FAILED = (
-    f"RuntimeError: Could not fetch the course helpers (course_utils) from {config.REPO_URL}: "
+    f"RuntimeError: Could not download the course's helper code (course_utils) from "
+    f"{config.REPO_URL}. "
 )
-WHAT_TO_DO = "Check that this runtime is online"
+WHAT_TO_DO = (
+    " Check that this runtime is online and that the address opens in a browser, then run this "
+    "cell again. Or download the repository and open this notebook from its notebooks folder."
+)
 
 
 @pytest.mark.parametrize("name", SETUP_SOURCES)
 def test_setup_cell_explains_a_failed_clone(name, runs):
-    if "Could not fetch" not in SETUP_SOURCES[name]:
+    if "Could not download" not in SETUP_SOURCES[name]:
         pytest.skip("an older setup cell: `make headers` brings the explained failure")
     result = runs["clone_fails"]
+    # Whole sentences: what failed, why in plain words (none of git's own output), what to do.
     assert result["error"] == (
-        FETCH_FAILED
-        + "fatal: repository 'https://example.invalid/x.git/' not found. "
-        + WHAT_TO_DO
-        + " and the address opens in a browser, then run this cell again; "
-        "or download the repository and open the notebook from its folder."
+        FETCH_FAILED + "The repository was not found at that address." + WHAT_TO_DO
     )
-    assert result["calls"] == [["git", "clone", "--depth", "1", f"{config.REPO_URL}.git"]]
-    assert runs["no_git"]["error"].startswith(FETCH_FAILED + "git is not installed. " + WHAT_TO_DO)
+    assert result["calls"] == [
+        ["git", "clone", "--depth", "1", "--branch", config.BRANCH]
+        + [f"{config.REPO_URL}.git", config.CLONE_DIR]
+    ]
+    assert runs["no_git"]["error"] == FETCH_FAILED + "Git is not installed here." + WHAT_TO_DO
+
+
+def _git(*args, cwd=None):
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t")
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+def _served_course(tmp_path: Path) -> str:
+    """A bare repository holding a tiny course_utils on main and on tag v1.0 (a file:// address)."""
+    work = tmp_path / "work"
+    (work / "course_utils").mkdir(parents=True)
+    (work / "course_utils" / "__init__.py").write_text("__version__ = 'v1.0'\n")
+    _git("init", "-q", "-b", "main", cwd=work)
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "main", cwd=work)
+    _git("tag", "v1.0", cwd=work)
+    (work / "course_utils" / "__init__.py").write_text("__version__ = 'after v1.0'\n")
+    _git("commit", "-q", "-am", "later", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(tmp_path / "course.git"))
+    return f"file://{tmp_path}/course"
+
+
+CLONE_DRIVER = (
+    "import os, sys\n"
+    "sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') != os.path.realpath(sys.argv[1])]\n"
+    "exec(compile(sys.argv[2], '<setup cell>', 'exec'), {'__name__': '__main__'})\n"
+    "import course_utils\n"
+    "print('VERSION', course_utils.__version__)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "ref, version, said",
+    [
+        ("v1.0", "v1.0", ""),
+        ("main", "after v1.0", ""),
+        (
+            "v9.9",
+            "after v1.0",
+            "This notebook's version of the course (v9.9) is no longer on {repo}, so the newest "
+            f"version (branch {config.BRANCH}) is used instead.\n",
+        ),
+    ],
+)
+def test_setup_cell_clones_the_ref_the_notebook_belongs_to(tmp_path, ref, version, said):
+    """With a real git and a local repository: the notebook's tag is cloned; a ref that is gone
+    falls back to the default branch and says so in a sentence."""
+    repo = _served_course(tmp_path)
+    source = nbtools.setup_cell_source(ref).replace(config.REPO_URL, repo)
+    content = tmp_path / "content"
+    content.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", CLONE_DRIVER, str(ROOT), source],
+        cwd=content,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == said.format(repo=repo) + f"VERSION {version}\n"
+    assert (content / config.CLONE_DIR / "course_utils").is_dir()
+
+
+def test_a_notebook_keeps_its_ref_through_headers_and_exercises():
+    nb = nbtools.read(nbtools.chapter_files()[0])
+    assert nbtools.notebook_ref(nb) == config.BRANCH
+    nbtools.set_headers(nb, "solutions", "01_x.ipynb", "v1.0")
+    nbtools.set_headers(nb, "solutions", "01_x.ipynb")  # `make headers` again keeps it
+    assert nbtools.notebook_ref(nb) == "v1.0" and 'REF = "v1.0"' in nb.cells[1].source
+    exercise = nbtools.make_exercise(nb, "01_x.ipynb")
+    assert config.colab_url("notebooks", "01_x.ipynb", "v1.0") in exercise.cells[0].source
+    assert nbtools.notebook_ref(exercise) == "v1.0"
+    with pytest.raises(nbtools.MarkerError, match="REF must be a branch or tag name"):
+        nbtools.setup_cell_source('main"; import os')
 
 
 def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_path):
@@ -378,8 +461,109 @@ def test_setup_cell_explains_an_unreachable_repository_with_the_real_git(tmp_pat
     )
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        "MESSAGE Could not fetch the course helpers (course_utils) from http://127.0.0.1:9/nowhere/course: "
-    ), lines
-    assert WHAT_TO_DO in lines[0]
-    assert not (tmp_path / "course").exists()
+    assert lines == [
+        "MESSAGE Could not download the course's helper code (course_utils) from "
+        "http://127.0.0.1:9/nowhere/course. This runtime could not reach the address: it may be "
+        "offline." + WHAT_TO_DO
+    ], lines
+    assert not (tmp_path / config.CLONE_DIR).exists()
+
+
+# ----------------------------------------------------------------------------- explorer transport
+def _binary_buffers(widget) -> list:
+    """The binary buffers ipywidgets would send for ``widget`` and every widget inside it."""
+    from ipywidgets.widgets.widget import _remove_buffers
+
+    found, todo = [], [widget]
+    while todo:
+        w = todo.pop()
+        _, _, buffers = _remove_buffers(w.get_state())
+        found += [(type(w).__name__, len(b)) for b in buffers]
+        todo += list(getattr(w, "children", ()))
+    return found
+
+
+@pytest.mark.parametrize(
+    "name", __import__("tools.bench_explorers").bench_explorers.explorer_names()
+)
+def test_no_explorer_sends_a_binary_buffer(name, monkeypatch):
+    """Colab's widget manager is weak on binary comm buffers (what ipywidgets.Image sends): every
+    frame of every explorer travels as text (an HTML widget holding a data: PNG), at start and
+    after each control move, and nothing a widget sends carries a buffer."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    from course_utils import plotting
+    from tools import bench_explorers as bench
+
+    sent = []
+    original = ipywidgets.Widget._send
+    monkeypatch.setattr(
+        ipywidgets.Widget,
+        "_send",
+        lambda self, msg, buffers=None: (sent.append(buffers or []), original(self, msg, buffers)),
+    )
+    explorer = bench.start(name)
+    assert _binary_buffers(explorer.widget) == []
+    for control, attribute, value in bench.moves(explorer)[:4]:
+        before = explorer.image.value
+        setattr(explorer.controls[control], attribute, value)
+        assert explorer.image.value != before and explorer.image.value == plotting.frame_html(
+            explorer.png
+        )
+        assert _binary_buffers(explorer.widget) == []
+    assert sent and [b for b in sent if b] == []  # state updates were sent, none with a buffer
+
+
+def test_the_buffer_rule_fails_on_an_image_widget():
+    """The rule can fail: an ipywidgets.Image (the old transport) carries its PNG as a buffer."""
+    ipywidgets = pytest.importorskip("ipywidgets")
+    image = ipywidgets.Image(value=b"\x89PNG\r\n\x1a\n" + b"x" * 10, format="png")
+    assert _binary_buffers(ipywidgets.VBox([ipywidgets.HTML("a"), image])) == [("Image", 18)]
+
+
+def test_long_training_shows_a_progress_bar_when_live(monkeypatch):
+    """Chapter 08's 300-step training loop shows a tqdm bar in a live notebook (Colab, JupyterLab);
+    under static mode (nbval, make solutions) the loop is plain, so stored outputs hold no bar.
+    (tqdm.notebook ignores TQDM_DISABLE, checked with tqdm 4.70: hence the course's switch.)"""
+    import tqdm
+
+    from course_utils import plotting
+
+    monkeypatch.delenv(plotting.STATIC_ENV_VAR, raising=False)
+    bar = plotting.progress(range(3), "training steps")
+    assert isinstance(bar, tqdm.std.tqdm) and list(bar) == [0, 1, 2]
+    monkeypatch.setenv(plotting.STATIC_ENV_VAR, "1")
+    steps = range(3)
+    assert plotting.progress(steps, "training steps") is steps
+    source = (ROOT / "solutions" / "08_attention_that_learns.ipynb").read_text(encoding="utf-8")
+    assert "for step in cu.plotting.progress(range(1, 301)" in source
+
+
+# ----------------------------------------------------------------------------- a student's laptop
+def _make_dry_run(*args: str) -> str:
+    proc = subprocess.run(
+        ["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.replace("\\\n", " ")  # continued lines joined
+
+
+def test_the_cpu_wheel_switch_reaches_pip():
+    """`make install TORCH_INDEX=...` hands PyTorch's CPU index to pip; without it pip sees PyPI only."""
+    index = "https://download.pytorch.org/whl/cpu"
+    (line,) = [
+        line
+        for line in _make_dry_run("install", f"TORCH_INDEX={index}").splitlines()
+        if " -m pip install " in line
+    ]
+    assert f"--extra-index-url {index} -r requirements.txt -c constraints.txt" in line
+    (plain,) = [
+        line for line in _make_dry_run("install").splitlines() if " -m pip install " in line
+    ]
+    assert "index" not in plain
+
+
+def test_make_lab_opens_and_links_chapter_01():
+    """JupyterLab prints its link with LabApp.default_url, so the link lands on chapter 01 too."""
+    (line,) = [line for line in _make_dry_run("lab").splitlines() if "jupyter lab" in line]
+    first = nbtools.chapter_files(nbtools.EXERCISES)[0]
+    assert f"--LabApp.default_url=/lab/tree/notebooks/{first.name}" in line

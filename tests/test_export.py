@@ -23,8 +23,8 @@ def test_committed_chapters_match_a_fresh_export():
 def test_every_public_chapter_name_is_reachable_as_cu_chapters():
     import course_utils as cu
 
-    for path in sorted(nbtools.CHAPTERS.glob("ch[0-9][0-9].py")):
-        module = importlib.import_module(f"course_utils.chapters.{path.stem}")
+    for path in sorted(nbtools.CHAPTERS.glob("ch[0-9][0-9]/__init__.py")):
+        module = importlib.import_module(f"course_utils.chapters.{path.parent.name}")
         for name in module.__all__:
             assert getattr(cu.chapters, name) is getattr(module, name), name
 
@@ -90,22 +90,22 @@ def course(tmp_path):
 def test_export_writes_definitions_without_markers_and_with_the_imports_they_need(course):
     target = course / "pkg" / "chapters"
     export.write_chapters(course / "solutions", target, course)
-    assert sorted(p.name for p in target.iterdir()) == [
+    assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*.py")) == [
         "__init__.py",
-        "ch01.py",
-        "ch02.py",
-        "ch04.py",
+        "ch01/__init__.py",
+        "ch02/__init__.py",
+        "ch04/__init__.py",
     ]
     # an import from the package itself becomes a relative import (no import cycle)
-    assert "from .ch02 import Layer\n" in (target / "ch04.py").read_text()
-    assert "course_utils" not in (target / "ch04.py").read_text().split("__all__")[0]
-    ch01 = (target / "ch01.py").read_text()
+    assert "from ..ch02 import Layer\n" in (target / "ch04" / "__init__.py").read_text()
+    assert "course_utils" not in (target / "ch04" / "__init__.py").read_text().split("__all__")[0]
+    ch01 = (target / "ch01" / "__init__.py").read_text()
     assert "do not edit" in ch01 and "solutions/01_a.ipynb" in ch01
     body = ch01.split("__all__")[1]
     assert "SOLUTION" not in body and "#| export" not in body and "print" not in body
     assert "    return q @ k.T  # (n, n)\n" in body
     assert "import torch" not in ch01  # the preamble follows the names used, nothing more
-    ch02 = (target / "ch02.py").read_text()
+    ch02 = (target / "ch02" / "__init__.py").read_text()
     head = ch02.split("__all__")[0]
     for line in (
         "import math",
@@ -113,7 +113,7 @@ def test_export_writes_definitions_without_markers_and_with_the_imports_they_nee
         "from torch import nn",
         "from torch.utils.data import Dataset",
         "import course_utils as cu",
-        "from .ch01 import scores",
+        "from ..ch01 import scores",
     ):
         assert line + "\n" in head, line
     assert "import torch\n" not in head
@@ -157,12 +157,15 @@ def test_drift_is_reported_and_fixed_by_a_new_export(course):
     target = course / "chapters"
     export.write_chapters(course / "solutions", target, course)
     assert export.stale_chapters(course / "solutions", target, course) == []
-    (target / "ch01.py").write_text((target / "ch01.py").read_text() + "# hand edit\n")
-    (target / "ch07.py").write_text("")
+    (target / "ch01" / "__init__.py").write_text(
+        (target / "ch01" / "__init__.py").read_text() + "# hand edit\n"
+    )
+    (target / "ch07").mkdir()
+    (target / "ch07" / "__init__.py").write_text("")
     problems = export.stale_chapters(course / "solutions", target, course)
     assert problems == [
-        "chapters/ch01.py (differs from the notebooks' #| export cells: run `make exercises`)",
-        "chapters/ch07.py (no notebook exports it any more: run `make exercises`)",
+        "chapters/ch01/__init__.py (differs from the notebooks' #| export cells: run `make exercises`)",
+        "chapters/ch07/__init__.py (no notebook exports it any more: run `make exercises`)",
     ]
     export.write_chapters(course / "solutions", target, course)
     assert export.stale_chapters(course / "solutions", target, course) == []
@@ -172,7 +175,7 @@ def test_drift_is_reported_and_fixed_by_a_new_export(course):
     ("cell", "message"),
     [
         ("#| export\ndef f():\n    return undefined_thing", "uses 'undefined_thing'"),
-        ("#| export\ndef scores():\n    pass", "'scores' is already exported by ch01.py"),
+        ("#| export\ndef scores():\n    pass", "'scores' is already exported by ch01"),
         ("#| export\ndef f():\n    pass\nprint(f())", "holds only imports and definitions"),
         ("#| export\ndef f(:\n", "does not parse"),
         (

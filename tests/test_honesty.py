@@ -1,9 +1,9 @@
-"""The engine's guard (course_utils/checks/_engine/honesty.py): points must be earned.
+"""The grader's guard (tools/nbgrader_honesty.py): points must be earned.
 
-A check refuses the course's own object for its exercise (the object, a subclass that adds
+Guarded as the grader's fresh process calls them, a check refuses the course's own object for its exercise (the object, a subclass that adds
 nothing, a copy of its code, a wrapper of the same name that delegates to it) and the library
-shortcuts its chapter does not allow (chapters 01, 04 and 05: no F.scaled_dot_product_attention,
-no nn.MultiheadAttention); the same checks still accept honest answers, including ones that use an
+shortcuts its chapter does not allow (chapters 01-05: no F.scaled_dot_product_attention,
+no nn.MultiheadAttention, no FlexAttention); the same checks still accept honest answers, including ones that use an
 earlier chapter's exported code.
 """
 
@@ -14,11 +14,14 @@ from torch import nn
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
+from tests.ch02 import correct as correct02
+from tests.ch04 import correct as correct04
+from tests.ch05 import correct as correct05
 from tests.check_helpers import assert_passes
-from tests.correct import ch04 as correct04
-from tests.correct import ch05 as correct05
+from tools.nbgrader_honesty import SHORTCUTS, guarded_checks
 
 C = cu.chapters
+G = guarded_checks()
 
 
 def _refused(check, given, bug):
@@ -57,16 +60,17 @@ def attention_weights(inputs):  # a wrapper of the course's function, with its n
 @pytest.mark.parametrize(
     ("check", "given", "how"),
     [
-        (cu.checks.check_causal_attention, C.CausalAttention, ""),
-        (cu.checks.check_causal_attention, _Sub, "a subclass of CausalAttention that adds nothing"),
-        (cu.checks.check_causal_attention, _Copy, "a copy of its code"),
-        (cu.checks.check_causal_attention, CausalAttention, "calls the course's CausalAttention"),
-        (cu.checks.check_attention_weights, attention_weights, "calls the course's"),
-        (cu.checks.check_multihead_wrapper, C.MultiHeadAttentionWrapper, ""),
-        (cu.checks.check_multihead_attention, C.MultiHeadAttention, ""),
-        (cu.checks.check_tiny_gpt, C.TinyGPT, ""),
-        (cu.checks.check_train_step, C.train_step, ""),
-        (cu.checks.check_repeat_kv, C.repeat_kv, ""),
+        (G.check_causal_attention, C.CausalAttention, ""),
+        (G.check_causal_attention, _Sub, "a subclass of CausalAttention that adds nothing"),
+        (G.check_causal_attention, _Copy, "a copy of its code"),
+        (G.check_causal_attention, CausalAttention, "calls the course's CausalAttention"),
+        (G.check_attention_weights, attention_weights, "calls the course's"),
+        (G.check_multihead_wrapper, C.MultiHeadAttentionWrapper, ""),
+        (G.check_multihead_attention, C.MultiHeadAttention, ""),
+        (G.check_tiny_gpt, C.TinyGPT, ""),
+        (G.check_train_step, C.train_step, ""),
+        (G.check_repeat_kv, C.repeat_kv, ""),
+        (G.check_transformer_block, C.TransformerBlock, ""),
     ],
 )
 def test_the_courses_own_code_is_refused_with_a_reason(check, given, how):
@@ -79,12 +83,17 @@ def _context_by_sdpa(inputs):
     return F.scaled_dot_product_attention(x, x, x, scale=1.0)[0]
 
 
+def _blockwise_by_sdpa(q, k, v, block_size):
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+
+
 @pytest.mark.parametrize(
     ("check", "given"),
     [
-        (cu.checks.check_context_vectors, _context_by_sdpa),
-        (cu.checks.check_causal_attention, correct04.CausalSdpa),
-        (cu.checks.check_multihead_attention, correct05.SplitSdpa),
+        (G.check_context_vectors, _context_by_sdpa),
+        (G.check_self_attention_v1, correct02.V1Sdpa),
+        (G.check_causal_attention, correct04.CausalSdpa),
+        (G.check_multihead_attention, correct05.SplitSdpa),
     ],
 )
 def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(check, given):
@@ -92,10 +101,29 @@ def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(check, giv
     assert "F.scaled_dot_product_attention" in message
 
 
-def test_each_chapter_states_its_shortcuts():
-    from course_utils.checks import ch01, ch04, ch05
+def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis():
+    _refused(G.check_blockwise_attention, _blockwise_by_sdpa, "blockwise_uses_sdpa")
 
-    assert ch01.ALLOWED_SHORTCUTS == ch04.ALLOWED_SHORTCUTS == ch05.ALLOWED_SHORTCUTS == ()
+
+def test_each_chapter_states_its_shortcuts():
+    """Where attention is the exercise no shortcut is allowed; 06 and 08 state none (all allowed:
+    their models use PyTorch's attention), nor does 07 (its check refuses SDPA itself, below, and
+    its file is at its size cap), 09 and 10 allow all by name."""
+    import importlib
+
+    allowed = {
+        f"ch{n:02d}": getattr(
+            importlib.import_module(f"course_utils.chapters.ch{n:02d}.checks"),
+            "ALLOWED_SHORTCUTS",
+            None,
+        )
+        for n in range(1, 11)
+    }
+    assert allowed == {
+        **{ch: () for ch in ("ch01", "ch02", "ch03", "ch04", "ch05")},
+        **{"ch06": None, "ch07": None, "ch08": None},
+        **{ch: tuple(SHORTCUTS) for ch in ("ch09", "ch10")},
+    }
 
 
 def test_honest_answers_keep_their_points(capsys):
@@ -110,11 +138,11 @@ def test_honest_answers_keep_their_points(capsys):
         def forward(self, x):
             return torch.cat([head(x) for head in self.heads], dim=-1)
 
-    assert_passes(cu.checks.check_multihead_wrapper, Wrapper, capsys=capsys)
+    assert_passes(G.check_multihead_wrapper, Wrapper, capsys=capsys)
     assert_passes(
         cu.checks.check_context_vectors,
         lambda x: torch.softmax(x @ x.T, dim=-1) @ x,
         capsys=capsys,
     )
-    # the course's own exported code is still right without the guard
-    assert_passes(cu.checks.check_causal_attention.__wrapped__, C.CausalAttention, capsys=capsys)
+    # the course's own exported code is right: unguarded (in a student's kernel) it passes
+    assert_passes(cu.checks.check_causal_attention, C.CausalAttention, capsys=capsys)

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tools import nbgrader_feedback as feedback
 from tools import nbgrader_guard as guard
 from tools.nbtools import ROOT
 
@@ -47,7 +48,7 @@ def _verdicts(tmp_path, nb, *args):
 
 PATCHES = {
     "the check replaced": "cu.checks.check_softmax = lambda *a, **k: None",
-    "the check's code swapped": "cu.checks.check_softmax.__wrapped__.__code__ = (lambda *a, **k: None).__code__",
+    "the check's code swapped": "cu.checks.check_softmax.__code__ = (lambda *a, **k: None).__code__",
     "the engine's comparison replaced": "import course_utils.checks._engine.core as c\nc.same = lambda *a, **k: True",
     "torch.allclose replaced": "torch.allclose = lambda *a, **k: True",
     "failures hidden": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
@@ -74,6 +75,19 @@ def test_a_patch_made_while_the_check_runs_is_named(tmp_path):
     assert verdict and ("replaced torch.isfinite" in verdict or "found a problem" in verdict)
 
 
+def test_diagnoses_are_wrapped_for_the_feedback_page_and_nbgrader_validate():
+    text = "word " * 60 + "\n\nHint: " + "more " * 40
+    assert all(len(line) <= feedback.WIDTH < 90 - 3 for line in feedback.wrap(text).split("\n"))
+
+
+def test_the_feedback_table_names_each_check():
+    row = (
+        '<li><a href="#ch04_check_causal_attention__QuietBugFixed">Test cell</a> (Score: 0.0 / 1.0)'
+    )
+    assert "Self-check check_causal_attention(QuietBugFixed)</a>" in feedback.name_the_checks(row)
+    assert feedback.check_label("ch01_check_softmax") == "check_softmax"
+
+
 def test_a_hanging_cell_is_stopped_and_explained(tmp_path):
     hangs = "def softmax_stable(x):\n    while True:\n        pass"
     verdict = _verdicts(tmp_path, _notebook(hangs), "--cell-timeout", "2")
@@ -81,6 +95,25 @@ def test_a_hanging_cell_is_stopped_and_explained(tmp_path):
     assert "stopped after 2 seconds" in verdict
 
 
-def test_diagnoses_are_wrapped_for_the_feedback_page():
-    text = "word " * 60 + "\n\nHint: " + "more " * 40
-    assert all(len(line) <= guard.WIDTH for line in guard.wrap(text).split("\n"))
+def test_the_template_reruns_each_notebook_in_a_fresh_fork(tmp_path):
+    """FreshChecks' path: one template process, one fork per notebook; a patch made by one
+    notebook's cells is gone for the next, the course's own code earns nothing, a hanging cell is
+    stopped, and the template stays up for the next notebook."""
+    patched = _notebook(WRONG, PATCHES["the check's code swapped"])
+    course = _notebook("attention_weights = cu.chapters.attention_weights")
+    course.cells[-1].source = "cu.checks.check_attention_weights(attention_weights)"
+    hangs = _notebook("def softmax_stable(x):\n    while True:\n        pass")
+    verdicts = []
+    for nb, timeout in ((patched, 30), (_notebook(RIGHT), 30), (course, 30), (hangs, 2)):
+        path = tmp_path / "nb.ipynb"
+        nbformat.write(nb, path)
+        ids = ["ch01_check_softmax"]
+        verdicts.append(guard.Template.rerun(str(path), str(tmp_path), ids, timeout, 120))
+    try:
+        wrong, right, handed_in, stopped = (v["ch01_check_softmax"] for v in verdicts)
+        assert "NaN or inf" in wrong and right is None
+        assert "the course's own code for this exercise" in handed_in
+        assert stopped == guard.timed_out(2)
+    finally:
+        guard.Template.process.stdin.close()
+        assert guard.Template.process.wait(timeout=30) == 0

@@ -113,8 +113,8 @@ def test_every_chapter_has_an_explorer_and_a_code_made_figure(path):
     figures = [
         c
         for c in cells
-        if c.cell_type == "markdown"  # a figures/ path, or embedded by `make exercises`
-        and re.search(r"\]\((?:\.\./figures/|attachment:)\w+\.png\)", c.source)
+        if c.cell_type == "markdown"  # a figures/ path, or inlined by `make exercises`
+        and re.search(r"\]\((?:\.\./|data:image/png;base64,\S+ \")figures/\w+\.png", c.source)
     ]
     assert explorers, (
         f"{path.name} has no explorer cell (tag `explorer`, calling cu.widgets.*_explorer)"

@@ -60,7 +60,9 @@ def moved(explorer: P.Explorer, **values) -> tuple[list, list]:
     for name, value in values.items():
         explorer.controls[name].value = value
     assert explorer.error is None, explorer.error
-    assert explorer.png.startswith(b"\x89PNG") and explorer.image.value == explorer.png
+    assert explorer.png.startswith(b"\x89PNG") and explorer.image.value == P.frame_html(
+        explorer.png
+    )
     return before, fingerprint(explorer.figure)
 
 
@@ -200,7 +202,8 @@ def test_live_explorer_layout_is_controls_then_one_output(live):
     *controls, message, image = explorer.widget.children
     assert isinstance(explorer.widget, ipywidgets.VBox)
     assert controls == list(explorer.controls.values())
-    assert isinstance(message, ipywidgets.HTML) and isinstance(image, ipywidgets.Image)
+    assert isinstance(message, ipywidgets.HTML) and isinstance(image, ipywidgets.HTML)
+    assert image.value.startswith('<img class="course-frame"')
     assert isinstance(explorer.controls["n"], ipywidgets.SelectionSlider)
 
 

@@ -1,15 +1,18 @@
-"""Figures that travel with the notebook: ``figures/NAME.png`` -> markdown cell attachments.
+"""Figures that travel with the notebook: ``figures/NAME.png`` -> inline ``data:`` images.
 
-A notebook opened alone (Colab, a download, GitHub's viewer) cannot follow ``../figures/x.png``.
-`make exercises` therefore rewrites every markdown image that points to a course figure into
+A notebook opened alone (Colab, a download, GitHub's viewer, nbgrader's release) cannot follow
+``../figures/x.png``, and Colab does not render markdown cell attachments
+(googlecolab/colabtools#3836). `make exercises` therefore rewrites every markdown image that
+points to a course figure into the form Colab itself writes for a pasted picture::
 
-    ![<alt text from the figure registry>](attachment:NAME.png)
+    ![<alt text from the figure registry>](data:image/png;base64,iVBOR... "figures/NAME.png")
 
-and stores the PNG's bytes (base64) in the cell's ``attachments``, in the solutions and in the
-generated exercises. ``figures/`` stays the one source of the pictures and ``tools/figures.py``
-the one source of their alt text: running the generator again re-embeds the current PNGs, and
-``python -m tools.nbtools check`` reports a notebook whose pictures differ from ``figures/``.
-Only image references and attachments of markdown cells are touched, nothing else.
+in the solutions and in the generated exercises. The title (a tooltip) names the figure, so the
+generator can find it again. ``figures/`` stays the one source of the pictures and
+``tools/figures.py`` the one source of their alt text: running the generator again re-embeds the
+current PNGs, and ``python -m tools.nbtools check`` reports a notebook whose pictures differ from
+``figures/``. Older ``attachment:NAME.png`` references to a course figure are converted (and the
+cell attachment dropped). Only image references and attachments of markdown cells are touched.
 """
 
 from __future__ import annotations
@@ -19,10 +22,15 @@ import re
 from pathlib import Path
 
 ATTACHMENT = "attachment:"
-# ![alt](src) or ![alt](<src> "title"); src of a course figure: ../figures/x.png, figures/x.png,
-# or an already embedded attachment:x.png
-_IMAGE = re.compile(r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'][^)]*[\"'])?\s*\)")
-_FIGURE_SRC = re.compile(r"^(?:(?:\.\./)*figures/|attachment:)(?P<name>[A-Za-z0-9_-]+)\.png$")
+DATA_PNG = "data:image/png;base64,"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# ![alt](src) or ![alt](<src> "title")
+_IMAGE = re.compile(
+    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'](?P<title>[^)]*)[\"'])?\s*\)"
+)
+_HTML_SRC = re.compile(r"<img\b[^>]*\bsrc\s*=\s*[\"']([^\"']+)", re.IGNORECASE)
+_FIGURE_PATH = re.compile(r"^(?:(?:\.\./)*figures/|attachment:)(?P<name>[A-Za-z0-9_-]+)\.png$")
+_FIGURE_TITLE = re.compile(r"^figures/(?P<name>[A-Za-z0-9_-]+)\.png$")
 
 
 class FigureError(ValueError):
@@ -35,89 +43,110 @@ def _alt_text(name: str) -> str | None:
         from tools import figures
     except Exception:  # noqa: BLE001  (no matplotlib, or a builder being edited): keep the alt as written
         return None
-    if hasattr(figures, "alt_text"):
-        try:
-            return figures.alt_text(name)
-        except (KeyError, ValueError):
-            return None
-    spec = getattr(figures, "FIGURES", {}).get(name)
-    return spec.alt if spec is not None else None
+    try:
+        return figures.alt_text(name)
+    except (KeyError, ValueError):
+        return None
 
 
 def png_base64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def embed(nb, figures_dir: Path, where: str = "notebook") -> list[str]:
-    """Embed every course figure of ``nb``'s markdown as an attachment, in place.
+def figure_name(match: re.Match) -> str | None:
+    """The course figure an image reference shows (a path, an old attachment or a titled data URI)."""
+    found = _FIGURE_PATH.match(match["src"])
+    if found is None and match["src"].startswith(DATA_PNG) and match["title"]:
+        found = _FIGURE_TITLE.match(match["title"])
+    return found["name"] if found else None
 
-    Returns the names embedded. Attachments a cell no longer references are dropped; a reference
-    to a figure missing from ``figures_dir`` raises :class:`FigureError`.
+
+def figure_markdown(name: str, alt: str, data: str) -> str:
+    """How a notebook shows course figure ``name``: an inline PNG titled with its source file."""
+    return f'![{alt}]({DATA_PNG}{data} "figures/{name}.png")'
+
+
+def embed(nb, figures_dir: Path, where: str = "notebook") -> list[str]:
+    """Embed every course figure of ``nb``'s markdown as an inline ``data:`` PNG, in place.
+
+    Returns the names embedded. Cell attachments that held course figures are dropped; a
+    reference to a figure missing from ``figures_dir`` raises :class:`FigureError`.
     """
     embedded = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
         old = dict(cell.get("attachments") or {})
-        wanted: dict[str, dict] = {}
 
-        def replace(match: re.Match, index=index, old=old, wanted=wanted) -> str:
-            figure = _FIGURE_SRC.match(match["src"])
-            if figure is None:
+        def replace(match: re.Match, index=index) -> str:
+            name = figure_name(match)
+            if name is None:
                 return match.group()
-            name = figure["name"]
             path = figures_dir / f"{name}.png"
             if not path.is_file():
-                if match["src"].startswith(ATTACHMENT) and f"{name}.png" in old:
-                    wanted[f"{name}.png"] = old[
-                        f"{name}.png"
-                    ]  # a picture that is not a course figure
-                    return match.group()
                 raise FigureError(
-                    f"{where}, cell {index}: the image {match['src']!r} is not in "
+                    f"{where}, cell {index}: the image {match['src'][:60]!r} is not in "
                     f"{figures_dir.name}/ (`make figures` draws the course's figures)"
                 )
-            wanted[f"{name}.png"] = {"image/png": png_base64(path)}
             embedded.append(name)
             alt = _alt_text(name)
-            return f"![{match['alt'] if alt is None else alt}]({ATTACHMENT}{name}.png)"
+            return figure_markdown(name, match["alt"] if alt is None else alt, png_base64(path))
 
         source = _IMAGE.sub(replace, cell.source)
-        for key, value in old.items():  # keep attachments the cell references some other way
-            if key not in wanted and f"{ATTACHMENT}{key}" in source:
-                wanted[key] = value
+        kept = {k: v for k, v in old.items() if f"{ATTACHMENT}{k}" in source}
         cell.source = source
-        if wanted:
-            cell["attachments"] = wanted
+        if kept:
+            cell["attachments"] = kept
         else:
             cell.pop("attachments", None)
     return embedded
 
 
 def unresolved_images(nb) -> list[str]:
-    """Every image of ``nb``'s markdown that would not show when the notebook is alone in a folder.
+    """Every image of ``nb``'s markdown that would not show everywhere the notebook is read.
 
-    Web addresses (the Colab badge) resolve anywhere; ``attachment:x.png`` must be attached with
-    PNG bytes; any other path (``../figures/x.png``, ``x.png``) is reported.
+    Web addresses (the Colab badge) resolve anywhere; an inline ``data:`` image must hold a PNG;
+    ``attachment:x.png`` is reported (Colab and GitHub's viewer do not render attachments), and
+    so is any other path (``../figures/x.png``, ``x.png``): the notebook may be alone.
     """
     problems = []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "markdown":
             continue
         sources = [m["src"] for m in _IMAGE.finditer(cell.source)]
-        sources += re.findall(r"<img\b[^>]*\bsrc\s*=\s*[\"']([^\"']+)", cell.source, re.IGNORECASE)
-        attachments = cell.get("attachments") or {}
+        sources += _HTML_SRC.findall(cell.source)
         for src in sources:
-            if re.match(r"^(https?:)?//", src) or src.startswith("data:image/"):
+            shown = src if len(src) < 60 else src[:40] + "..."
+            if re.match(r"^(https?:)?//", src):
                 continue
-            if not src.startswith(ATTACHMENT):
-                problems.append(f"cell {index}: {src!r} is a path, not an attachment")
+            if src.startswith("data:image/"):
+                if not _is_png(src) and src.startswith(DATA_PNG):
+                    problems.append(f"cell {index}: {shown!r} is not a PNG")
                 continue
-            data = attachments.get(src[len(ATTACHMENT) :], {}).get("image/png")
-            try:
-                ok = data is not None and base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
-            except ValueError:
-                ok = False
-            if not ok:
-                problems.append(f"cell {index}: {src!r} has no PNG attachment")
+            if src.startswith(ATTACHMENT):
+                problems.append(
+                    f"cell {index}: {shown!r} is a cell attachment, which Colab does not show "
+                    "(run `make exercises` to inline it)"
+                )
+            else:
+                problems.append(f"cell {index}: {shown!r} is a path, not an inline image")
     return problems
+
+
+def _is_png(src: str) -> bool:
+    try:
+        return base64.b64decode(src[len(DATA_PNG) :], validate=True).startswith(PNG_MAGIC)
+    except ValueError:
+        return False
+
+
+def inline_figures(nb) -> dict[str, bytes]:
+    """The PNG bytes of every course figure ``nb`` shows inline, by figure name."""
+    found = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for match in _IMAGE.finditer(cell.source):
+                name = figure_name(match)
+                if name and match["src"].startswith(DATA_PNG):
+                    found[name] = base64.b64decode(match["src"][len(DATA_PNG) :])
+    return found

@@ -66,7 +66,20 @@ def _training_snapshots() -> tuple:
     return (shots,)
 
 
-EXAMPLE_ARGUMENTS = {"training_explorer": _training_snapshots}
+def _layer_snapshots() -> tuple:
+    """Snapshots shaped like chapter 10's run: 2 layers of 2 heads over 31 tokens, every 100 of 600 steps."""
+    import torch
+
+    generator, losses, shots = torch.Generator().manual_seed(0), [], []
+    for step in range(0, 601, 100):
+        losses += [4.2 * 0.99**k for k in range(len(losses), step)]
+        scores = torch.randn(2, 2, 31, 31, generator=generator) * (1 + step / 100)
+        maps = torch.softmax(scores.masked_fill(torch.ones(31, 31).triu(1).bool(), -torch.inf), -1)
+        shots.append({"step": step, "losses": list(losses), "maps": maps})
+    return (shots, [str(i) for i in range(31)])
+
+
+EXAMPLE_ARGUMENTS = {"training_explorer": _training_snapshots, "layer_explorer": _layer_snapshots}
 """Arguments for the explorers that show the notebook's own data (the others start with their defaults)."""
 
 

@@ -10,6 +10,7 @@ REPO_SLUG = "attention-from-scratch/attention-from-scratch"
 """``owner/name`` of the course repository on GitHub."""
 
 BRANCH = "main"
+"""The default branch: the version a notebook belongs to unless `make headers REF=...` says otherwise."""
 
 REPO_URL = f"https://github.com/{REPO_SLUG}"
 CLONE_DIR = "attention-from-scratch"
@@ -24,6 +25,6 @@ PACKAGES_FOR_SETUP = (
 )
 
 
-def colab_url(folder: str, filename: str) -> str:
-    """The "Open in Colab" link for ``folder/filename`` in the course repository."""
-    return f"https://colab.research.google.com/github/{REPO_SLUG}/blob/{BRANCH}/{folder}/{filename}"
+def colab_url(folder: str, filename: str, ref: str = BRANCH) -> str:
+    """The "Open in Colab" link for ``folder/filename`` at branch or tag ``ref`` of the repository."""
+    return f"https://colab.research.google.com/github/{REPO_SLUG}/blob/{ref}/{folder}/{filename}"

@@ -2,12 +2,12 @@
 
 Every code cell of ``solutions/NN_*.ipynb`` whose first line is ``#| export`` is copied, with
 the answer markers (``### BEGIN/END SOLUTION``) dropped and the code kept, into
-``course_utils/chapters/chNN.py``. What a module imports is decided by the names its cells use
+``course_utils/chapters/chNN/__init__.py``. What a module imports is decided by the names its cells use
 (read with :mod:`ast`), never by hand:
 
 * ``math``, ``torch``, ``nn``, ``F`` and ``cu`` (for ``cu.chapters.X``) come from a fixed table;
 * an import written in an exported cell moves to the top of the module;
-* a name defined by an *earlier* chapter's exports becomes ``from .chMM import Name``.
+* a name defined by an *earlier* chapter's exports becomes ``from ..chMM import Name``.
 
 ``course_utils/chapters/__init__.py`` re-exports every public name, so students and helpers
 write ``cu.chapters.MultiHeadAttention``. A name the cells use but nobody defines, or a name
@@ -132,7 +132,7 @@ def _split_imports(code: str, where: str) -> tuple[list[str], str]:
                 imports.append(
                     " ".join(lines[i].strip() for i in range(node.lineno - 1, node.end_lineno))
                 )
-            # else: `from course_utils.chapters import X` becomes `from .chMM import X` below
+            # else: `from course_utils.chapters import X` becomes `from ..chMM import X` below
             drop.update(range(node.lineno - 1, node.end_lineno))
         elif not isinstance(
             node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
@@ -240,13 +240,13 @@ def build(chapters: list[Chapter]) -> dict[str, str]:
                 raise ExportError(
                     f"{chapter.source}: cu.chapters.{name} is not exported by an earlier chapter"
                 )
-        imports.update(_from_import(f".{module}", names) for module, names in earlier.items())
+        imports.update(_from_import(f"..{module}", names) for module, names in earlier.items())
         what = f"Code taught by chapter {chapter.number}, exported from its `#| export` cells."
         text = HEADER.format(what=what, source=chapter.source)
         text += "\n" + _render_imports(imports) + "\n\n"
         text += _render_all(defined) + "\n\n"
         text += module_code + "\n"
-        files[f"{chapter.module}.py"] = text
+        files[f"{chapter.module}/__init__.py"] = text
         exports[chapter.module] = defined
         owner.update(dict.fromkeys(defined, chapter.module))
     files["__init__.py"] = _render_init(exports)
@@ -295,10 +295,11 @@ def write_chapters(solutions: Path, target: Path, root: Path) -> list[Path]:
     for name, text in files.items():
         path = target / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             written.append(path)
-    for path in target.glob("ch[0-9][0-9].py"):
-        if path.name not in files:
+    for path in target.glob("ch[0-9][0-9]/__init__.py"):
+        if f"{path.parent.name}/__init__.py" not in files:
             path.unlink()
             written.append(path)
     return written
@@ -315,9 +316,10 @@ def stale_chapters(solutions: Path, target: Path, root: Path) -> list[str]:
             problems.append(
                 f"{rel}/{name} (differs from the notebooks' #| export cells: run `make exercises`)"
             )
-    for path in sorted(target.glob("ch[0-9][0-9].py")):
-        if path.name not in files:
+    for path in sorted(target.glob("ch[0-9][0-9]/__init__.py")):
+        if f"{path.parent.name}/__init__.py" not in files:
             problems.append(
-                f"{rel}/{path.name} (no notebook exports it any more: run `make exercises`)"
+                f"{rel}/{path.parent.name}/__init__.py (no notebook exports it any more: "
+                "run `make exercises`)"
             )
     return problems

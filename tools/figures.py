@@ -11,7 +11,8 @@ dpi, fonts and style; no "Software" or date metadata), so ``tests/test_figures.p
 regenerate the figures and compare bytes with the committed files.
 
 :data:`FIGURES` maps each figure's name to its chapter, its alt text and its drawing
-function: the one home of every alt text (:func:`alt_text`). Notebooks embed a figure as
+function, collected from each chapter's ``tools/diagrams/chNN.py`` (its ``FIGURES``: name ->
+(alt text, drawing function)), the one home of every alt text (:func:`alt_text`). Notebooks embed a figure as
 ``![<alt text>](attachment:<name>.png)`` (the generator writes it) or
 ``![<alt text>](../figures/<name>.png)`` (:func:`markdown`); the tests check both forms.
 Instructor machinery: students never import this module.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import importlib
 import json
 import re
 import sys
@@ -34,10 +36,6 @@ import matplotlib.style
 from matplotlib.figure import Figure
 
 from course_utils.validation import CourseInputError
-
-from . import diagrams as D
-from . import diagrams_ch08 as D08
-from . import diagrams_ch09 as D09
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_DIR = ROOT / "figures"
@@ -65,86 +63,22 @@ class FigureSpec(NamedTuple):
     draw: Callable[[], Figure]
 
 
-FIGURES: dict[str, FigureSpec] = {
-    "attention_scores": FigureSpec(
-        "01",
-        "The query 'journey' is compared with all six tokens by dot products, giving six scores; softmax "
-        "turns them into weights that sum to 1; the weighted sum of the inputs is the context vector "
-        "of 'journey'.",
-        D.draw_attention_scores,
-    ),
-    "score_matrix": FigureSpec(
-        "01",
-        "Two 6 by 6 matrices: all pairwise scores X times X transposed, and the attention weights after "
-        "a softmax over each row; row 2, the query 'journey', is outlined in both.",
-        D.draw_score_matrix,
-    ),
-    "qkv_projections": FigureSpec(
-        "02",
-        "The input vector of 'journey' is multiplied by three learned 3 by 2 matrices W_q, W_k and W_v, "
-        "giving its 2-dimensional query, key and value vectors.",
-        D.draw_qkv_projections,
-    ),
-    "causal_mask": FigureSpec(
-        "03",
-        "Three 6 by 6 matrices: the attention scores, the same scores with every entry above the "
-        "diagonal (a future token) set to minus infinity, and the softmax weights, which are zero "
-        "above the diagonal and sum to 1 in each row.",
-        D.draw_causal_mask,
-    ),
-    "dropout": FigureSpec(
-        "04",
-        "Causal attention weights multiplied element-wise by a dropout keep mask of zeros and twos "
-        "(p = 0.5) give dropped and rescaled weights whose rows no longer sum to 1.",
-        D.draw_dropout,
-    ),
-    "single_vs_multihead": FigureSpec(
-        "05",
-        "Top: one attention head turns the 6 by 3 inputs into a 6 by 2 context matrix. Bottom: two "
-        "heads, each with its own query, key and value projections and its own attention pattern, "
-        "produce two 6 by 2 outputs that are concatenated into 6 by 4 and passed through an output "
-        "projection.",
-        D.draw_single_vs_multihead,
-    ),
-    "weight_split": FigureSpec(
-        "05",
-        "One 3 by 4 query matrix W_q whose column pairs belong to heads 0 and 1 gives the 6 by 4 "
-        "queries of the first sequence; .view regroups each row's columns per head without copying and "
-        ".transpose(1, 2) stacks one 6 by 2 query matrix per head.",
-        D.draw_weight_split,
-    ),
-    "text_to_logits": FigureSpec(
-        "06",
-        "The pipeline from text to logits: the sentence is split by the GPT-2 tokenizer into six token "
-        "ids, each id picks a row of the token embedding to which a position embedding is added, "
-        "multi-head causal attention mixes the tokens, and an output layer gives one score per "
-        "vocabulary entry at every position.",
-        D.draw_text_to_logits,
-    ),
-    "attention_memory": FigureSpec(
-        "07",
-        "Log-log plot of memory against sequence length for GPT-2 small: the attention score matrix "
-        "grows with the square of the length and passes 16 and 80 GiB long before the activations, "
-        "which grow linearly.",
-        D.draw_attention_memory,
-    ),
-    "lookback_task": FigureSpec(
-        "08",
-        "The look-back task on twelve tokens: the target at each position is the token two places "
-        "earlier (positions 0 and 1 have none). Below, two 12 by 12 causal attention maps: at the start, "
-        "with zero queries, each row spreads its weight evenly over the keys it may see (the prefix "
-        "average); the right answer puts all of row t's weight on key t - 2.",
-        D08.draw_lookback_task,
-    ),
-    "sliding_window": FigureSpec(
-        "09",
-        "Three boolean masks, blue where a query may attend to a key and hatched where it is hidden: "
-        "the 8 by 8 causal mask, the sliding-window band of width 3 (each query sees itself and the 2 "
-        "tokens before it), and the 2 newest of 8 tokens as queries, the bottom-right rows of the band, "
-        "which read only keys 4 to 7.",
-        D09.draw_sliding_window,
-    ),
-}
+def _catalogue() -> dict[str, FigureSpec]:
+    """Every chapter's ``FIGURES`` (tools/diagrams/chNN.py), found by scanning, in chapter order."""
+    figures: dict[str, FigureSpec] = {}
+    for path in sorted((Path(__file__).parent / "diagrams").glob("ch[0-9][0-9].py")):
+        module = importlib.import_module(f"tools.diagrams.{path.stem}")
+        for name, (alt, draw) in module.FIGURES.items():
+            if name in figures:
+                raise ValueError(
+                    f"{path.name}: figure {name!r} is already drawn by chapter "
+                    f"{figures[name].chapter}"
+                )
+            figures[name] = FigureSpec(path.stem[2:], alt, draw)
+    return figures
+
+
+FIGURES: dict[str, FigureSpec] = _catalogue()
 """Every figure of the course by name (the file is ``figures/<name>.png``)."""
 
 
@@ -198,8 +132,9 @@ def generate(folder: Path | str = FIGURES_DIR, names: Iterable[str] | None = Non
 
 # ----------------------------------------------------------------------------- references in notebooks
 _MARKDOWN_IMAGE = re.compile(
-    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'][^)]*[\"'])?\s*\)"
+    r"!\[(?P<alt>[^\]]*)\]\(\s*<?(?P<src>[^)\s>]+)>?(?:\s+[\"'](?P<title>[^)]*)[\"'])?\s*\)"
 )
+_DATA_PNG = "data:image/png;base64,"
 _HTML_IMAGE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
 _HTML_ATTRIBUTE = re.compile(
     r"\b(?P<name>src|alt)\s*=\s*(?P<quote>[\"'])(?P<value>.*?)(?P=quote)", re.IGNORECASE | re.DOTALL
@@ -212,10 +147,11 @@ class FigureReference:
 
     notebook: Path
     cell: int
-    src: str  # as written, e.g. ../figures/causal_mask.png or attachment:causal_mask.png
+    src: str  # as written, e.g. ../figures/causal_mask.png, attachment:causal_mask.png, or
+    # figures/causal_mask.png for an inline data: PNG (the title names its source)
     alt: str | None
-    target: Path | None  # a file: resolved against the notebook's folder; None for an attachment
-    attached: bytes | None = None  # an attachment: its PNG bytes (None when the cell lacks it)
+    target: Path | None  # a file: resolved against the notebook's folder; None when embedded
+    attached: bytes | None = None  # embedded: its PNG bytes (None when an attachment is missing)
 
     @property
     def name(self) -> str:
@@ -223,7 +159,8 @@ class FigureReference:
 
 
 def figure_references(notebook: Path | str) -> list[FigureReference]:
-    """Every ``![alt](.../figures/x.png)``, ``<img src=".../figures/x.png">`` and ``![alt](attachment:x.png)``."""
+    """Every ``![alt](.../figures/x.png)``, ``<img src=".../figures/x.png">``, ``![alt](attachment:x.png)``
+    and inline ``![alt](data:image/png;base64,... "figures/x.png")``."""
     notebook = Path(notebook)
     cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
     found = []
@@ -232,7 +169,13 @@ def figure_references(notebook: Path | str) -> list[FigureReference]:
             continue
         source = cell.get("source", "")
         text = "".join(source) if isinstance(source, list) else source
-        candidates = [(m["src"], m["alt"]) for m in _MARKDOWN_IMAGE.finditer(text)]
+        candidates = []
+        for m in _MARKDOWN_IMAGE.finditer(text):
+            if m["src"].startswith(_DATA_PNG) and (m["title"] or "").startswith("figures/"):
+                data = base64.b64decode(m["src"][len(_DATA_PNG) :])
+                found.append(FigureReference(notebook, index, m["title"], m["alt"], None, data))
+            else:
+                candidates.append((m["src"], m["alt"]))
         for tag in _HTML_IMAGE.finditer(text):
             attributes = {
                 m["name"].lower(): m["value"] for m in _HTML_ATTRIBUTE.finditer(tag.group())
@@ -326,7 +269,7 @@ def figure_differences(committed: Path | str, fresh: Path | str) -> list[str]:
     for stray in sorted(committed.glob("*.png")):
         if stray.stem not in FIGURES:
             problems.append(
-                f"{stray.name}: not drawn by tools/figures.py (remove it or add it to FIGURES)"
+                f"{stray.name}: not drawn by tools/figures.py (remove it or add it to a FIGURES of tools/diagrams/chNN.py)"
             )
     return problems
 

@@ -9,16 +9,23 @@ later in the same kernel can be trusted to catch it, because it can be patched a
 So the verdict of each check comes from outside that kernel. :class:`FreshChecks` is an
 nbgrader preprocessor that runs after ``Execute`` (``nbgrader_config.py`` puts it there): it
 re-runs the graded notebook's code cells in a fresh Python process (:func:`rerun`), which takes
-the genuine checks and a snapshot of ``course_utils`` and ``torch`` *before* any student code
-runs, puts that snapshot back before every check cell, calls the genuine checks on the
-student's objects, and reports a check whose student code changed the protected modules while
-it ran. A check that passed in the kernel but fails there gets the fresh diagnosis as its error
-output, so nbgrader's ``SaveAutoGrades`` gives it no points. Only a failure is carried over:
-the fresh run never raises a score.
+the genuine checks, guarded by ``tools/nbgrader_honesty.py`` (the course's own code and the
+shortcuts a chapter forbids earn nothing), and a snapshot of ``course_utils`` and ``torch``
+*before* any student code runs, puts that snapshot back before every check cell, calls the
+checks on the student's objects, and reports a check whose student code changed the protected
+modules while it ran. A check that passed in the kernel but fails there gets the fresh
+diagnosis as its error output, so nbgrader's ``SaveAutoGrades`` gives it no points. Only a
+failure is carried over: the fresh run never raises a score.
 
-Command line (the fresh process; run by :class:`FreshChecks`)::
+The fresh process is cheap: one template process per grading run imports torch and the course
+(and runs nothing else), and each notebook is re-run in a fork of it (:class:`Template`), so a
+notebook pays no interpreter start and no imports a second time. Without ``os.fork`` (Windows)
+each notebook gets a new interpreter.
+
+Command line::
 
     python -m tools.nbgrader_guard NOTEBOOK.ipynb    # prints {grade_id: null or diagnosis} as JSON
+    python -m tools.nbgrader_guard --serve           # the template (run by FreshChecks)
 """
 
 from __future__ import annotations
@@ -28,17 +35,20 @@ import contextlib
 import io
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
+import time
 import types
 from pathlib import Path
 
+from tools.nbgrader_feedback import timed_out, wrap
+
 ROOT = Path(__file__).resolve().parent.parent
 PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.nn.modules.module", "builtins")
-WIDTH = 88  # diagnoses are wrapped to this width, so feedback pages and `nbgrader validate` show them whole
+OWN = ("course_utils", "tools.nbgrader_honesty")  # modules (and submodules) kept as imported
 
 
 def graded_checks(nb) -> list[int]:
@@ -50,20 +60,12 @@ def graded_checks(nb) -> list[int]:
     ]
 
 
-def wrap(text: str) -> str:
-    """A diagnosis wrapped paragraph by paragraph to :data:`WIDTH` columns."""
-    return "\n".join(
-        textwrap.fill(p, WIDTH, break_long_words=False, break_on_hyphens=False) if p else ""
-        for p in text.split("\n")
-    )
-
-
 # ----------------------------------------------------------------------------- the fresh process
 def _protected_objects() -> dict[str, object]:
     import torch
 
     found = {name: sys.modules[name] for name in PROTECTED if name in sys.modules}
-    found.update({k: m for k, m in sys.modules.items() if k.split(".")[0] == "course_utils"})
+    found.update({k: m for k, m in sys.modules.items() if k.startswith(OWN)})
     found["torch.Tensor"], found["torch.nn.Module"] = torch.Tensor, torch.nn.Module
     return found
 
@@ -77,7 +79,7 @@ def snapshot() -> dict[str, tuple[object, dict]]:
             value = getattr(value, "__func__", value)
             if isinstance(value, types.FunctionType):
                 saved[f"{name}.{attr}()"] = (value, {"__code__": value.__code__})
-            elif isinstance(value, type) and name.startswith("course_utils"):
+            elif isinstance(value, type) and name.startswith(OWN):
                 for key, method in vars(value).items():
                     if isinstance(method, types.FunctionType):
                         saved[f"{name}.{attr}.{key}()"] = (method, {"__code__": method.__code__})
@@ -125,28 +127,28 @@ def time_limit(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def timed_out(seconds: float) -> str:
-    """The words a student reads when a cell was stopped."""
-    return (
-        f"This cell was stopped after {seconds:g} seconds, the grader's limit for one cell: the code "
-        "it runs did not finish (for example a loop whose condition never becomes false, or a "
-        "function that calls itself without end). Run the notebook from the top in your own "
-        "kernel; the cell that never finishes is the one to fix."
-    )
+def preload() -> None:
+    """What every fresh run needs, imported before any student code (runs no torch operation)."""
+    import IPython.core.interactiveshell  # noqa: F401
+    import torch._dynamo  # noqa: F401 - torch wraps torch.manual_seed & co. on this first import
+
+    import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
+    import course_utils.checks as checks
+    import tools.nbgrader_honesty  # noqa: F401
+
+    dir(checks)  # every chapter's checks collected
 
 
 def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, str | None]:
     """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
     checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds."""
-    import torch._dynamo  # noqa: F401 - torch wraps torch.manual_seed & co. on this first import
+    preload()
     from IPython.core.interactiveshell import InteractiveShell
 
-    import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
     import course_utils.checks as checks
+    from tools.nbgrader_honesty import guarded_checks
 
-    checks_ns = types.SimpleNamespace(
-        **{n: getattr(checks, n) for n in dir(checks) if n.startswith("check_")}
-    )
+    checks_ns = guarded_checks()
     failure_type = checks.CheckFailure
     stand_in = types.SimpleNamespace(checks=checks_ns)
     shell = InteractiveShell.instance()
@@ -190,14 +192,106 @@ def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, 
     return verdicts
 
 
+# ----------------------------------------------------------------------------- the template
+def serve() -> int:
+    """The template: import what a fresh run needs, then re-run each requested notebook (one JSON
+    request per line on stdin) in a fork of this still untouched process; reply one JSON line."""
+    import nbformat  # noqa: F401
+
+    preload()
+    for line in sys.stdin:
+        reply = _in_a_fork(json.loads(line))
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def _in_a_fork(request: dict) -> dict[str, str | None]:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the student's cells run here, and only here
+        code = 1
+        try:
+            os.close(read_end)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            os.chdir(request["folder"])
+            os.environ.update(request["env"])
+            import nbformat
+
+            nb = nbformat.read(request["notebook"], as_version=4)
+            verdicts = rerun(nb, set(request["only"]), request["cell_timeout"])
+            with os.fdopen(write_end, "wb") as out:
+                out.write(json.dumps(verdicts).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    received, deadline = b"", time.monotonic() + request["limit"]
+    with os.fdopen(read_end, "rb") as pipe:
+        while time.monotonic() < deadline:
+            if select.select([pipe], [], [], 1.0)[0]:
+                chunk = os.read(pipe.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                received += chunk
+        else:
+            os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    try:
+        return json.loads(received)
+    except ValueError:
+        return {}
+
+
+class Template:
+    """The grading run's template process (``--serve``), started on first use."""
+
+    process: subprocess.Popen | None = None
+
+    @classmethod
+    def rerun(cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+        if cls.process is None or cls.process.poll() is not None:
+            cls.process = subprocess.Popen(
+                [sys.executable, "-m", "tools.nbgrader_guard", "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=_env(),
+                cwd=ROOT,
+            )
+        request = dict(notebook=path, folder=os.path.abspath(folder), only=ids, limit=limit)
+        request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True))
+        try:
+            cls.process.stdin.write(json.dumps(request) + "\n")
+            cls.process.stdin.flush()
+            reply = cls.process.stdout.readline()
+        except OSError:
+            reply = ""
+        return json.loads(reply) if reply else {}
+
+
+def _env(only_nbgrader: bool = False) -> dict[str, str]:
+    """The environment of a fresh run (``only_nbgrader``: just nbgrader's own variables)."""
+    if only_nbgrader:
+        return {k: v for k, v in os.environ.items() if k.startswith("NBGRADER_")}
+    env = dict(os.environ, MPLBACKEND="Agg", COURSE_STATIC_WIDGETS="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     import nbformat
 
     parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_guard")
-    parser.add_argument("notebook")
+    parser.add_argument("notebook", nargs="?")
+    parser.add_argument("--serve", action="store_true", help="be the template FreshChecks forks")
     parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
     parser.add_argument("--cell-timeout", type=int, default=0, help="seconds per cell (0: none)")
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve()
     nb = nbformat.read(args.notebook, as_version=4)
     only = None if args.only is None else set(args.only)
     verdicts = rerun(nb, only, args.cell_timeout)
@@ -267,26 +361,29 @@ class FreshChecks(_preprocessor_base()):
 
         with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as handle:
             nbformat.write(nb, handle)
-        env = dict(os.environ, MPLBACKEND="Agg", COURSE_STATIC_WIDGETS="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        limit = self.cell_timeout * (len(nb.cells) + 1)
         try:
-            done = subprocess.run(
-                [sys.executable, "-m", "tools.nbgrader_guard", handle.name]
-                + ["--cell-timeout", str(self.cell_timeout), "--only", *ids],
-                cwd=folder,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=self.cell_timeout * (len(nb.cells) + 1),
-            )
-        except subprocess.TimeoutExpired:
-            return {}
+            if hasattr(os, "fork"):
+                return Template.rerun(handle.name, folder, ids, self.cell_timeout, limit)
+            return _spawned(handle.name, folder, ids, self.cell_timeout, limit)
         finally:
             os.unlink(handle.name)
-        for line in reversed(done.stdout.splitlines()):
-            if line.startswith("GUARD-VERDICTS "):
-                return json.loads(line.split(" ", 1)[1])
+
+
+def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+    """A fresh interpreter for one notebook (where there is no fork)."""
+    command = [sys.executable, "-m", "tools.nbgrader_guard", path]
+    command += ["--cell-timeout", str(cell_timeout), "--only", *ids]
+    try:
+        done = subprocess.run(
+            command, cwd=folder, env=_env(), capture_output=True, text=True, timeout=limit
+        )
+    except subprocess.TimeoutExpired:
         return {}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("GUARD-VERDICTS "):
+            return json.loads(line.split(" ", 1)[1])
+    return {}
 
 
 FRESH = "Checked again in a fresh process, where the notebook's cells cannot change the check:"

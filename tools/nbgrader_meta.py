@@ -81,6 +81,11 @@ c.Autograde.autograde_preprocessors = [
     Execute, FreshChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata,
 ]
+# Feedback pages name each self-check in their summary table (tools/nbgrader_feedback.py).
+c.GenerateFeedback.exporter_class = "tools.nbgrader_feedback.FeedbackPage"
+# `nbgrader validate` cuts error lines at 90 characters by default; the checks wrap their
+# diagnoses under it when nbgrader runs them, and a wider limit keeps other errors whole too.
+c.Validator.width = 200
 """
 DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
 _NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"
@@ -445,11 +450,17 @@ def main(argv: list[str] | None = None) -> int:
         lines = check_submissions(args.directory, args.assignment, args.fix)
         print("\n".join(lines) or "every student handed in every notebook under its own name")
     else:
-        print("| chapter | self-checks (autograded) | written answers (manual) |\n|---|---:|---:|")
-        for path in nbtools.chapter_files():
-            got = points(nbtools.read(path), path.name)
-            print(f"| {path.stem} | {got['auto']} | {got['manual']} |")
+        print(points_table(), end="")
     return 0
+
+
+def points_table() -> str:
+    """The markdown table of every chapter's points (the README's, written by `make exercises`)."""
+    rows = ["| chapter | self-checks (autograded) | written answers (manual) |", "|---|---:|---:|"]
+    for path in nbtools.chapter_files():
+        got = points(nbtools.read(path), path.name)
+        rows.append(f"| {path.stem} | {got['auto']} | {got['manual']} |")
+    return "\n".join(rows) + "\n"
 
 
 if __name__ == "__main__":

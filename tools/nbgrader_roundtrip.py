@@ -84,6 +84,12 @@ BUGS = {
         "kv.repeat(1, n_rep, 1, 1)",
         "gqa_repeat_not_interleave",
     ),
+    "ch10": Bug(
+        "ch10_packed_causal_mask",
+        "return same_doc & causal  # (b, n, n)",
+        "return causal.expand_as(same_doc)  # (b, n, n)",
+        "packed_leaks_across_documents",
+    ),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
 
@@ -107,7 +113,7 @@ SHORTCUTS = (
         "ch01_check_softmax",
         "    exps = torch.exp(x - x.max(dim=-1, keepdim=True).values)",
         "    exps = torch.exp(x)",
-        "cu.checks.check_softmax.__wrapped__.__code__ = (lambda *a, **k: None).__code__",
+        "cu.checks.check_softmax.__code__ = (lambda *a, **k: None).__code__",
     ),
     Shortcut(
         "F.scaled_dot_product_attention where chapter 01 asks for attention by hand",

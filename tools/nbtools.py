@@ -158,66 +158,100 @@ def make_exercise(solution, filename: str, figures: Path = FIGURES):
 _BADGE_RE = re.compile(r"^\[!\[Open In Colab\]\(.*\)\]\(.*\)\s*$")
 
 
-def badge_markdown(folder: str, filename: str) -> str:
-    url = config.colab_url(folder, filename)
+def badge_markdown(folder: str, filename: str, ref: str = config.BRANCH) -> str:
+    url = config.colab_url(folder, filename, ref)
     return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
 
 
-def setup_cell_source() -> str:
+_REF_RE = re.compile(r'^REF = "(?P<ref>[^"\n]+)"', re.MULTILINE)
+_SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+
+
+def notebook_ref(nb) -> str:
+    """The branch or tag ``nb`` belongs to: what its setup cell says, else the default branch."""
+    if len(nb.cells) > 1 and SETUP_TAG in nb.cells[1].metadata.get("tags", []):
+        found = _REF_RE.search(nb.cells[1].source)
+        if found:
+            return found["ref"]
+    return config.BRANCH
+
+
+def setup_cell_source(ref: str = config.BRANCH) -> str:
+    if not _SAFE_REF.match(ref) or ".." in ref:
+        raise MarkerError(f"REF must be a branch or tag name such as v1.0, not {ref!r}")
     packages = ", ".join(f"({pip!r}, {mod!r})" for pip, mod in config.PACKAGES_FOR_SETUP)
-    return f'''# Setup: makes `course_utils` importable and installs only what is missing.
+    return f"""# Setup: makes `course_utils` importable and installs only what is missing.
 # Locally (make lab) everything is already there and this cell does nothing.
-# On Colab it fetches the course repository once and adds it to the path.
+# On Colab it downloads this notebook's version of the course (REF) once and adds it to the path.
 import importlib.util
 import os
 import subprocess
 import sys
 
 REPO = "{config.REPO_URL}"
+REF = "{ref}"  # the branch or tag this notebook belongs to (written by `make headers`)
 if importlib.util.find_spec("torch") is None:
     raise ImportError("This course needs PyTorch: see https://pytorch.org for the install command.")
 if importlib.util.find_spec("course_utils") is None:
     here = [p for p in (".", "..") if os.path.isdir(os.path.join(p, "course_utils"))]
     if not here:
         if not os.path.isdir("{config.CLONE_DIR}"):
-            try:
-                git = subprocess.run(["git", "clone", "--depth", "1", REPO + ".git"], capture_output=True, text=True)
-                why = git.returncode and ((git.stderr or "").strip().splitlines() or [f"git exit {{git.returncode}}"])[-1]
-            except FileNotFoundError:
-                why = "git is not installed"
-            if why:
+            def clone(*branch):
+                try:
+                    return subprocess.run(["git", "clone", "--depth", "1", *branch, REPO + ".git", "{config.CLONE_DIR}"],
+                                          capture_output=True, text=True)
+                except FileNotFoundError:
+                    return None
+            git = clone("--branch", REF)
+            if git is not None and git.returncode and "Remote branch" in git.stderr and REF != "{config.BRANCH}":
+                print(f"This notebook's version of the course ({{REF}}) is no longer on {{REPO}}, "
+                      "so the newest version (branch {config.BRANCH}) is used instead.")
+                git = clone()
+            if git is None or git.returncode:
+                said = "" if git is None else git.stderr
+                why = ("Git is not installed here." if git is None else
+                       "This runtime could not reach the address: it may be offline." if any(
+                           s in said for s in ("Could not resolve", "unable to access", "Failed to connect")) else
+                       "The repository was not found at that address." if "not found" in said else
+                       f"Git stopped with exit status {{git.returncode}}.")
                 raise RuntimeError(
-                    f"Could not fetch the course helpers (course_utils) from {{REPO}}: {{why}}. "
-                    "Check that this runtime is online and the address opens in a browser, then run "
-                    "this cell again; or download the repository and open the notebook from its folder."
+                    f"Could not download the course's helper code (course_utils) from {{REPO}}. {{why}} "
+                    "Check that this runtime is online and that the address opens in a browser, then run "
+                    "this cell again. Or download the repository and open this notebook from its notebooks folder."
                 ) from None
         here = ["{config.CLONE_DIR}"]
     sys.path.insert(0, os.path.abspath(here[0]))
 missing = [pip for pip, mod in [{packages}] if importlib.util.find_spec(mod) is None]
 if missing:
+    print(f"Installing {{', '.join(missing)}} (once per runtime, usually under a minute)...", flush=True)
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing], capture_output=True, text=True)
     if install.returncode != 0:
-        why = ((install.stderr or "").strip().splitlines() or [f"pip exit {{install.returncode}}"])[-1]
-        raise RuntimeError(f"Could not install {{', '.join(missing)}}: {{why}}. Check that this runtime is online, "
-                           "then run this cell again.") from None'''
+        raise RuntimeError(f"Could not install {{', '.join(missing)}}: pip stopped with exit status "
+                           f"{{install.returncode}}. Check that this runtime is online, then run this cell again.") from None
+    print("Installed.")"""
 
 
-def set_headers(nb, folder: str, filename: str) -> None:
-    """Put the badge under the title (cell 0) and the setup code in cell 1."""
+def set_headers(nb, folder: str, filename: str, ref: str | None = None) -> None:
+    """Put the badge under the title (cell 0) and the setup code in cell 1.
+
+    ``ref`` is the branch or tag the notebook belongs to: the badge opens it and the setup cell
+    clones it. None keeps the one the notebook's setup cell names (the default branch if none).
+    """
     if (
         not nb.cells
         or nb.cells[0].cell_type != "markdown"
         or not nb.cells[0].source.startswith("# ")
     ):
         raise MarkerError(f"{folder}/{filename}: the first cell must be a markdown title '# ...'")
+    ref = notebook_ref(nb) if ref is None else ref
     lines = nb.cells[0].source.split("\n")
     title, rest = lines[0], [line for line in lines[1:] if not _BADGE_RE.match(line)]
     while rest and not rest[0].strip():
         rest.pop(0)
     nb.cells[0].source = "\n".join(
-        [title, "", badge_markdown(folder, filename), "", *rest]
+        [title, "", badge_markdown(folder, filename, ref), "", *rest]
     ).rstrip()
-    setup = nbformat.v4.new_code_cell(setup_cell_source(), metadata={"tags": [SETUP_TAG]})
+    setup = nbformat.v4.new_code_cell(setup_cell_source(ref), metadata={"tags": [SETUP_TAG]})
     if len(nb.cells) > 1 and SETUP_TAG in nb.cells[1].metadata.get("tags", []):
         old = nb.cells[1]
         old.source = setup.source
@@ -257,10 +291,10 @@ def generate_exercises(
 
         nbgrader_meta.apply_to_file(path)
         nb = read(path)
-        if attachments.embed(nb, FIGURES, f"solutions/{path.name}") and dumps(nb) != dumps(
-            read(path)
-        ):
-            write(nb, path)  # only image references and attachments of markdown cells change
+        attachments.embed(nb, FIGURES, f"solutions/{path.name}")
+        set_kernel_metadata(nb)
+        if dumps(nb) != dumps(read(path)):
+            write(nb, path)  # image references, attachments and kernel metadata only
             written.append(path)
         target = exercises / path.name
         write(make_exercise(nb, path.name), target)
@@ -302,7 +336,49 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
             problems.append(f"notebooks/{path.name} (no matching solution notebook)")
     if solutions == SOLUTIONS:
         problems += export.stale_chapters(solutions, CHAPTERS, ROOT)
+        text = README.read_text(encoding="utf-8")
+        if readme_listings(text) != text:
+            problems.append("README.md (a generated listing is stale: run `make exercises`)")
     return problems
+
+
+KERNEL_PYTHON = "3.11.7"
+"""The Python of the course's CI, written into ``language_info`` (see :data:`KERNEL_METADATA`)."""
+KERNEL_METADATA = {
+    # What JupyterLab writes into a notebook when ipykernel's python3 kernel connects: stored
+    # as is, the notebook opens unmodified (JupyterLab compares before it writes). Only the
+    # version varies by machine; with another Python, JupyterLab records that one field.
+    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+    "language_info": {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": KERNEL_PYTHON,
+    },
+}
+
+
+def set_kernel_metadata(nb) -> None:
+    for key, value in KERNEL_METADATA.items():
+        nb.metadata[key] = nbformat.from_dict(copy.deepcopy(value))
+
+
+README = ROOT / "README.md"
+GENERATED = re.compile(
+    r"(<!-- generated by make exercises: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- end generated -->)",
+    re.S,
+)
+
+
+def readme_listings(text: str) -> str:
+    """``text`` (the README) with every generated listing rewritten from the chapters."""
+    from tools import nbgrader_meta
+
+    makers = {"points": nbgrader_meta.points_table}
+    return GENERATED.sub(lambda m: m.group(1) + makers[m["name"]]() + m.group(4), text)
 
 
 def clean_solution_metadata(nb) -> None:
@@ -312,10 +388,7 @@ def clean_solution_metadata(nb) -> None:
         cell.metadata.pop("collapsed", None)
     nb.metadata.pop("widgets", None)
     nb.metadata.pop("papermill", None)
-    nb.metadata["language_info"] = nbformat.NotebookNode({"name": "python"})
-    nb.metadata["kernelspec"] = nbformat.NotebookNode(
-        {"display_name": "Python 3", "language": "python", "name": "python3"}
-    )
+    set_kernel_metadata(nb)
 
 
 def execute(paths: Iterable[Path], timeout: int = 300) -> None:
@@ -396,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     exs.add_argument("notebooks", nargs="*", type=Path)
     sub.add_parser("check", help="exit 1 if notebooks/ or solution headers are out of date")
-    sub.add_parser("headers", help="rewrite the Colab badge and setup cell of every solution")
+    hd = sub.add_parser("headers", help="rewrite the Colab badge and setup cell of every solution")
+    hd.add_argument(
+        "--ref", help="branch or tag the notebooks belong to (default: what they say, else main)"
+    )
     ex = sub.add_parser("execute", help="re-execute solution notebooks in place")
     ex.add_argument("notebooks", nargs="*", type=Path)
     fp = sub.add_parser("from-percent", help="build a solution notebook from percent-format source")
@@ -405,10 +481,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "exercises":
-        for path in generate_exercises(only=args.notebooks):
-            print(f"wrote {path.relative_to(ROOT)}")
+        # in build order: a new chapter's code first (its checks, explorer and figures use it),
+        # then its figures (the notebooks embed them), the notebooks, the README's listings
         for path in export.write_chapters(SOLUTIONS, CHAPTERS, ROOT):
             print(f"wrote {path.relative_to(ROOT)}")
+        from tools import figures
+
+        missing = [
+            n for n in figures.FIGURES if not figures.path(n).is_file()
+        ]  # `make figures`: all
+        for path in figures.generate(names=missing):
+            print(f"wrote {path.relative_to(ROOT)}")
+        for path in generate_exercises(only=args.notebooks):
+            print(f"wrote {path.relative_to(ROOT)}")
+        text = README.read_text(encoding="utf-8")
+        if readme_listings(text) != text:
+            README.write_text(readme_listings(text), encoding="utf-8")
+            print("wrote README.md")
     elif args.command == "check":
         problems = stale_files()
         if problems:
@@ -421,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "headers":
         for path in chapter_files():
             nb = read(path)
-            set_headers(nb, "solutions", path.name)
+            set_headers(nb, "solutions", path.name, args.ref)
             write(nb, path)
     elif args.command == "execute":
         execute(args.notebooks or chapter_files())

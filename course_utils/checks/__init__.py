@@ -6,24 +6,13 @@ against reference behaviour on several random shapes and seeds, and recognise co
 mistakes (wrong softmax axis, missing scaling, a mask applied after the softmax, ...)
 by what they produce.
 
-Each chapter's checks live in their own module and are re-exported here.
+Each chapter's checks live in its folder (``course_utils/chapters/chNN/checks.py``, built on
+the shared engine ``_engine``); every ``check_*`` function they list in ``__all__`` is found
+there and re-exported here.
 """
 
-from . import _engine
-from ._engine import Bug, CheckFailure
-from .ch01 import *  # noqa: F403
-from .ch02 import *  # noqa: F403
-from .ch03 import *  # noqa: F403
-from .ch04 import *  # noqa: F403
-from .ch05 import *  # noqa: F403
-from .ch06 import *  # noqa: F403
-from .ch07 import *  # noqa: F403
-from .ch08 import *  # noqa: F403
-from .ch09 import *  # noqa: F403
+from .. import registry
+from ._engine import Bug as Bug
+from ._engine import CheckFailure as CheckFailure
 
-# Every check refuses the course's own code and the shortcuts its chapter does not allow.
-globals().update(
-    {n: _engine.guard(f) for n, f in dict(globals()).items() if n.startswith("check_")}
-)
-
-__all__ = ["Bug", "CheckFailure", *(name for name in dir() if name.startswith("check_"))]
+__getattr__, __dir__ = registry.exports(__name__, "checks", ["Bug", "CheckFailure"])

@@ -10,21 +10,17 @@ Each explorer is one line in a notebook::
     cu.widgets.memory_explorer()     # ch07: memory of the (b, h, n, n) score matrix
     cu.widgets.training_explorer(snapshots)  # ch08: a training run, snapshot by snapshot
     cu.widgets.kv_cache_explorer()   # ch09: KV-cache bytes against key/value heads, context, format
+    cu.widgets.layer_explorer(snapshots, labels)  # ch10: every layer's and head's map through training
 
-Each one is a ``*_data`` function (plain data for the control values; unit-tested without a
+Each one lives in its chapter's folder (``course_utils/chapters/chNN/explorer.py``) and is found
+there: a ``*_data`` function (plain data for the control values; unit-tested without a
 figure), a ``draw_*(fig, view)`` function (builds the figure on its first call, then only
 updates the artists that change) and its controls, put together by
 :func:`course_utils.plotting.explorer`, which also gives the static view under nbval
 (``COURSE_STATIC_WIDGETS=1``). The attention itself comes from the chapters' own code.
 """
 
-from .basics import *  # noqa: F401,F403  chapters 01-04
-from .basics import __all__ as _basics
-from .heads import *  # noqa: F401,F403  chapters 05-07
-from .heads import __all__ as _heads
-from .kv_cache import *  # noqa: F401,F403  chapter 09
-from .kv_cache import __all__ as _kv_cache
-from .training import *  # noqa: F401,F403  chapter 08
-from .training import __all__ as _training
+from .. import registry
+from .._explorer_parts import format_bytes as format_bytes
 
-__all__ = [*_basics, *_heads, *_training, *_kv_cache]
+__getattr__, __dir__ = registry.exports(__name__, "explorer", ["format_bytes"])

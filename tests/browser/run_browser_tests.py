@@ -21,21 +21,23 @@ For each notebook it asserts:
   place") with a stub in that cell or an earlier one. Cells after it are not run in the exercise;
   the solution notebook, which must run completely, covers them.
 * **Every figure loaded.** Every ``<img>`` of the rendered markdown that is served by the lab
-  itself (``../figures/x.png`` and any other local picture) or embedded in the notebook (a cell
-  attachment, ``![alt](attachment:x.png)``, which JupyterLab shows as a ``data:`` picture) has
-  ``naturalWidth > 0``, and the number of rendered figures equals the number of ``figures/`` and
-  ``attachment:`` references in the notebook's markdown. External pictures (the Colab badge) are
-  skipped: the browser is offline.
+  itself (``../figures/x.png`` and any other local picture) or embedded in the notebook (an inline
+  ``![alt](data:image/png;base64,...)``, what the generator writes, or a cell attachment) has
+  ``naturalWidth > 0``, and the number of rendered figures equals the number of ``figures/``,
+  ``data:`` and ``attachment:`` references in the notebook's markdown. External pictures (the Colab
+  badge) are skipped: the browser is offline. The first figure is photographed
+  (``results/browser/<notebook>__figure.png``).
 * **Every widget rendered.** No output shows a widget's text fallback (``VBox(children=(...``:
   the ipywidgets lab extension did not load), no "Error displaying widget", no view stuck on
   "Loading widget...", and every executed explorer cell (tag ``explorer`` or a call to
   ``*_explorer(``) shows a widget view.
-* **Every explorer is live.** An explorer is a widget view with an ``Image`` or an ``Output`` in
-  it; each of its sliders, dropdowns, checkboxes, toggle buttons and radio buttons is moved once,
-  and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
+* **Every explorer is live.** An explorer is a widget view with a picture in it (an ``HTML``
+  widget's ``<img>``: the course's frames; or an ``Image`` or an ``Output``); each of its sliders,
+  dropdowns, checkboxes, toggle buttons and radio buttons is moved once, and the plot (those pictures) must be redrawn to a different, fully loaded picture. Text boxes
   are left alone (no generic value to type) and reported as skipped. The time from each move to
-  the new picture on screen (browser -> kernel -> compute, draw, PNG -> browser) is reported per
-  explorer, not asserted: it depends on the machine and its load.
+  the new picture loaded on screen (browser -> kernel -> compute, draw, PNG -> browser), timed in
+  the page itself (from the key press, click or change event to the new ``<img>``'s load), is
+  reported per explorer, not asserted: it depends on the machine and its load.
 
 One screenshot per notebook goes to ``results/browser/`` (the first explorer after its controls
 were moved, else the top of the notebook). The server runs on a copy of the course in a
@@ -233,13 +235,13 @@ def execution_problems(nb, exercise: bool) -> tuple[list[str], list[str]]:
 
 
 def figure_references(nb) -> list[str]:
-    """Picture references of the notebook's markdown that point into figures/ or to a cell attachment."""
+    """Picture references of the notebook's markdown: into figures/, inline data: or a cell attachment."""
     refs = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         for ref in MARKDOWN_IMAGE.findall(cell.source) + HTML_IMAGE.findall(cell.source):
-            if ref.startswith("attachment:") or (
+            if ref.startswith(("attachment:", "data:image/")) or (
                 "figures/" in ref and not re.match(r"^[a-z]+:", ref)
             ):
                 refs.append(ref)
@@ -420,7 +422,7 @@ JS_CELLS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].map(
         widget: !!o.querySelector('.jupyter-widgets')}))};
 })"""
 JS_PLOT = """el => {
-    const imgs = [...el.querySelectorAll('.widget-output img, img.widget-image')];
+    const imgs = [...el.querySelectorAll('.widget-output img, img.widget-image, .widget-html img')];
     let h = 2166136261 >>> 0;
     const s = imgs.map(i => i.getAttribute('src') || '').join('|');
     for (let i = 0; i < s.length; i++) { h ^= s.charCodeAt(i); h = Math.imul(h, 16777619) >>> 0; }
@@ -437,7 +439,30 @@ CONTROLS = (
     ("radio buttons", ".widget-radio-box"),
 )
 SKIPPED_CONTROLS = ".widget-text input, .widget-textarea textarea, .widget-combobox input"
-PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image"
+PLOT_WIDGETS = ".jupyter-widgets .widget-output, .jupyter-widgets img.widget-image, .jupyter-widgets .widget-html img"
+JS_ARM_CLOCK = """el => {
+    // In-page clock: the first key press, click or change in the explorer, to the first new picture
+    // of its plot that has loaded (no polling from the test in between).
+    el.__actedAt = null; el.__frameAt = null;
+    if (!el.__clockArmed) {
+        el.__clockArmed = true;
+        for (const kind of ['keydown', 'mousedown', 'change', 'input']) {
+            el.addEventListener(kind, () => { if (el.__actedAt === null) el.__actedAt = performance.now(); }, true);
+        }
+        const seen = img => {
+            const done = () => { if (el.__actedAt !== null && el.__frameAt === null) el.__frameAt = performance.now(); };
+            if (img.complete && img.naturalWidth > 0) done(); else img.addEventListener('load', done, {once: true});
+        };
+        new MutationObserver(records => { for (const r of records) {
+            if (r.type === 'attributes' && r.target.tagName === 'IMG') seen(r.target);
+            for (const n of r.addedNodes || []) {
+                if (n.tagName === 'IMG') seen(n);
+                else if (n.querySelectorAll) n.querySelectorAll('img').forEach(seen);
+            }
+        } }).observe(el, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+    }
+}"""
+JS_READ_CLOCK = """el => (el.__actedAt !== null && el.__frameAt !== null) ? el.__frameAt - el.__actedAt : null"""
 JS_EXPLORER_NAME = """e => { const cell = e.closest('.jp-Cell'); const code = cell && cell.querySelector('.jp-InputArea');
     const m = code ? (code.innerText || '').match(/(\\w+_explorer)\\s*\\(/) : null; return m ? m[1] : ''; }"""
 
@@ -694,6 +719,7 @@ class BrowserLab:
         report.problems += problems
         report.notes += notes
         self._check_figures(page, source_nb, report)
+        self._photograph_figure(page, relpath)
         report.lap("figures", clock)
         self._check_widgets(page, saved, report)
         report.lap("widgets", clock)
@@ -765,6 +791,18 @@ class BrowserLab:
         if skipped:
             report.notes.append(f"{skipped} external pictures not checked (offline browser)")
 
+    def _photograph_figure(self, page, relpath: str) -> None:
+        """A screenshot of the first markdown cell showing an embedded figure (proof it renders)."""
+        cell = page.locator(".jp-Notebook .jp-MarkdownCell").filter(
+            has=page.locator("img[src^='data:image/']")
+        )
+        if not cell.count():
+            return
+        with contextlib.suppress(Exception):
+            cell.first.scroll_into_view_if_needed()
+            name = relpath.replace("/", "__").removesuffix(".ipynb") + "__figure.png"
+            cell.first.screenshot(path=str(self.results / name))
+
     def _check_widgets(self, page, saved, report: NotebookReport) -> None:
         def settled():
             cells = page.evaluate(JS_CELLS)
@@ -828,6 +866,7 @@ class BrowserLab:
                 for i in range(controls.count()):
                     control = controls.nth(i)
                     label = _control_label(control) or f"{kind} {i + 1}"
+                    explorer.evaluate(JS_ARM_CLOCK)
                     moved_at = _move(page, kind, control)
                     if moved_at is None:
                         report.notes.append(
@@ -843,7 +882,10 @@ class BrowserLab:
                             interval=0.02,
                             what=f"{where}'s plot to change",
                         )
-                        latencies.append((time.monotonic() - moved_at) * 1000)
+                        in_page = explorer.evaluate(JS_READ_CLOCK)
+                        latencies.append(
+                            in_page if in_page else (time.monotonic() - moved_at) * 1000
+                        )
                         before = poll(
                             lambda e=explorer, b=before: _plot_ready(e, b["key"]),
                             redraw_timeout,

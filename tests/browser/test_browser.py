@@ -49,7 +49,8 @@ SELFTEST_CELLS = [
         "# 00 · Browser self-test\n\n![a good figure](../figures/selftest_ok.png)\n\n"
         "![a broken figure](../figures/selftest_missing.png)\n\n"
         "![an embedded figure](attachment:selftest_embedded.png)\n\n"
-        "![a missing attachment](attachment:selftest_gone.png)",
+        '![a broken inline figure](data:image/png;base64,AAAA "figures/selftest_gone.png")\n\n'
+        "![an inline figure](INLINE)",
     ),
     (
         "code",
@@ -93,6 +94,9 @@ def make_tiny_course(root: Path) -> Path:
         new = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_code_cell
         nb.cells.append(new(source, metadata={"tags": tags} if tags else {}))
     nb.cells[0].attachments = {"selftest_embedded.png": {"image/png": embedded}}
+    nb.cells[0].source = nb.cells[0].source.replace(
+        "INLINE", f'data:image/png;base64,{embedded} "figures/selftest_inline.png"'
+    )
     nb.metadata["kernelspec"] = {
         "display_name": "Python 3",
         "language": "python",
@@ -183,12 +187,14 @@ def test_exercise_may_stop_at_a_self_check_reporting_the_stub():
 
 def test_figure_references_and_explorers_are_found(tmp_path):
     nb = nbformat.read(str(make_tiny_course(tmp_path) / SELFTEST_NOTEBOOK), as_version=4)
-    assert harness.figure_references(nb) == [
+    refs = harness.figure_references(nb)
+    assert refs[:4] == [
         "../figures/selftest_ok.png",
         "../figures/selftest_missing.png",
         "attachment:selftest_embedded.png",
-        "attachment:selftest_gone.png",
+        "data:image/png;base64,AAAA",
     ]
+    assert len(refs) == 5 and refs[4].startswith("data:image/png;base64,iVBOR")
     nb.cells.append(
         nbformat.v4.new_markdown_cell(
             '<img src="../figures/a.png" width=300> ![badge](https://example.org/figures/b.svg)'
@@ -245,13 +251,13 @@ SELFTEST_PATH = f"{SELFTEST}/{SELFTEST_NOTEBOOK}"
 def test_harness_reports_a_broken_figure_and_a_dead_explorer(lab):
     report = lab.check(SELFTEST_PATH, screenshot_name="selftest.png", redraw_timeout=20)
     print(report.format())
-    assert report.figures == 4 and report.explorers == 2
+    assert report.figures == 5 and report.explorers == 2
     gone = [
         p
         for p in report.problems
-        if p.startswith("picture did not load") and "selftest_gone.png" in p
+        if p.startswith("picture did not load") and "data:image/png;base64,AAAA" in p
     ]
-    assert len(gone) == 1, report.format()  # an attachment the notebook lacks
+    assert len(gone) == 1, report.format()  # an inline picture that is not a PNG
     assert sorted(set(report.problems) - set(gone)) == sorted(
         [
             f"picture did not load: {SELFTEST}/figures/selftest_missing.png",

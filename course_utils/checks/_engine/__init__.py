@@ -15,7 +15,6 @@ the parameter count and the caller's input left untouched.
 from ..mistakes import MISTAKES, Bug
 from . import core, layers, pipeline, probes, watch
 from .core import *  # noqa: F403
-from .honesty import guard
 from .layers import *  # noqa: F403
 from .pipeline import *  # noqa: F403
 from .probes import *  # noqa: F403
@@ -24,7 +23,6 @@ from .watch import *  # noqa: F403
 __all__ = [
     "MISTAKES",
     "Bug",
-    "guard",
     *core.__all__,
     *watch.__all__,
     *pipeline.__all__,

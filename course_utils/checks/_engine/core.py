@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import textwrap
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -24,6 +26,8 @@ class CheckFailure(AssertionError):
         text = f"{check} found a problem.\n\n{diagnosis}"
         if hint:
             text += f"\n\nHint: {hint}"
+        if os.environ.get("NBGRADER_EXECUTION"):  # nbgrader validate cuts lines at 90 characters
+            text = "\n".join(textwrap.fill(p, 86, break_on_hyphens=False) for p in text.split("\n"))
         super().__init__(text)
 
 

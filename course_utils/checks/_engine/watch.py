@@ -1,11 +1,31 @@
 """Watching torch calls: a second device simulated on the CPU, and a record of dropout,
-SDPA and softmax calls and of tensors made without a device."""
+SDPA and softmax calls and of tensors made without a device.
+
+The one module of the checks that uses a private torch API (``torch.utils._pytree``), with a
+plain fallback for a torch without it (``tests/test_core.py`` tests both)."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten
+
+try:  # private: torch's own flattening of nested args (knows every container torch passes)
+    from torch.utils._pytree import tree_flatten
+except ImportError:  # a torch without it: lists, tuples and dicts, which is what calls pass
+
+    def tree_flatten(tree: object) -> tuple[list, None]:
+        return _flatten(tree), None
+
+
+def _flatten(tree: object) -> list:
+    """The leaves of nested lists, tuples and dicts (the fallback of ``tree_flatten``)."""
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _flatten(value)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in _flatten(item)]
+    return [tree]
 
 
 class DeviceMix(RuntimeError):
@@ -105,6 +125,24 @@ class Placement(TorchFunctionMode):
         return result
 
 
+class DotT(TorchFunctionMode):
+    """Records the rank of every tensor whose ``.T`` is read (``ranks``): on more than two axes
+    ``.T`` reverses all of them (PyTorch warns once per process; a later release raises). The
+    property's getter reaches a torch function mode like any torch call, so nothing is patched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranks: list[int] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__self__", None) is torch.Tensor.T and args:
+            self.ranks.append(args[0].dim())
+            with warnings.catch_warnings():  # the check names this mistake itself
+                warnings.filterwarnings("ignore", message="The use of `x.T`")
+                return func(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
 FACTORIES = {"arange", "ones", "zeros", "full", "empty", "eye", "tensor", "as_tensor", "linspace"}
 
 
@@ -165,4 +203,4 @@ class Watch(TorchFunctionMode):
         )
 
 
-__all__ = ["DeviceMix", "Placement", "Watch", "storage"]
+__all__ = ["DeviceMix", "DotT", "Placement", "Watch", "storage"]

@@ -2,10 +2,11 @@
 
 Each entry has an id (what tests assert), a diagnosis (what went wrong, in plain words) and
 a hint (how to fix it). Diagnoses may hold ``{placeholders}`` that the check fills in.
-Checks refer to mistakes only by id; ``tests/golden/check_messages.txt`` renders them all.
+Checks refer to mistakes only by id; ``python -m tools.render_check_messages`` prints them all.
 
-The entries live in this folder's text files, one per group of chapters, read in name order (a new
-chapter adds a file). Format: ``# ...`` lines are comments and blank lines are ignored; ``== id``
+The entries live in each chapter's folder (``course_utils/chapters/chNN/mistakes.txt``, read in
+chapter order, found by scanning) and, for the mistakes the engine itself names, in this folder's
+``engine.txt`` (read last). Format: ``# ...`` lines are comments and blank lines are ignored; ``== id``
 starts a mistake, its diagnosis, then a line starting with ``Hint:``; prose may wrap over several
 lines (joined with one space; a line must not start with ``#``). ``== @name`` with only a ``Hint:``
 defines a shared hint, used later as ``Hint: @name``. A malformed file raises ``ValueError``
@@ -17,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ...registry import chapter_files
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,6 @@ def load(files: dict[str, str]) -> dict[str, Bug]:
 MISTAKES: dict[str, Bug] = load(
     {
         str(path): path.read_text(encoding="utf-8")
-        for path in sorted(Path(__file__).parent.glob("*.txt"))
+        for path in [*chapter_files("mistakes.txt"), Path(__file__).parent / "engine.txt"]
     }
 )

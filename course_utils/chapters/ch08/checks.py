@@ -1,0 +1,511 @@
+"""Self-checks for chapter 08: the training step, temperature sampling, attention with a KV cache.
+
+Wrong answers are named by behaviour: the check re-runs the same inputs through small variants
+of the right computation, one mistake each, and names the variant that reproduces the student's
+numbers (mistakes: ``mistakes.txt`` beside this file).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from course_utils.checks import _engine as E
+from course_utils.checks._engine.watch import tree_flatten
+
+# --------------------------------------------------------------------------- train_step
+# (vocab, width, batch, tokens, seed); three steps each, so gradients left over from step 1 show.
+STEP_CASES = ((7, 5, 3, 6, 801), (11, 4, 2, 9, 802))
+STEP_BUGS = (
+    "grad_not_zeroed",
+    "loss_on_probabilities",
+    "loss_summed",
+    "loss_shifted_again",
+    "step_eval_mode",
+)
+LR, MOMENTUM, DROPOUT = (
+    0.5,
+    0.9,
+    0.3,
+)  # momentum: the optimizer has state; dropout: train mode matters
+GRAPH_HINT = (
+    "the backward pass needs a graph: compute the logits with gradients on (no torch.no_grad() "
+    "around the forward pass, no .detach())."
+)
+
+
+def _reference_step(model, optimizer, inputs, targets, bug=None):
+    if bug == "step_eval_mode":
+        model.eval()
+    logits = model(inputs)  # (b, n, vocab)
+    if bug == "loss_shifted_again":
+        logits, targets = logits[:, :-1], targets[:, 1:]
+    if bug == "loss_on_probabilities":
+        logits = torch.softmax(logits, dim=-1)
+    loss = F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), reduction="sum" if bug == "loss_summed" else "mean"
+    )
+    if bug != "grad_not_zeroed":
+        optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _student_step(name, step, model, optimizer, x, y, i):
+    """Call i of the student's train_step, probed: inputs kept, a number returned, the weights updated
+    by the optimizer given."""
+    before = [p.detach().clone() for p in model.parameters()]
+    x_kept, y_kept = x.clone(), y.clone()
+    backward_ran = []
+    hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
+    what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
+    try:
+        loss = E.call(name, step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+    finally:
+        for h in hooks:
+            h.remove()
+    if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
+        raise E.fail_with(name, "input_modified", f"After {what}:", what="inputs or targets tensor")
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+        raise E.fail_with(
+            name, "step_returns_graph", f"{what} returned a tensor that requires grad."
+        )
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        loss = loss.item()
+    elif (
+        type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
+    ):  # np.float32, a 0-d array
+        loss = loss.item()
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)):
+        raise E.fail_with(name, "step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
+    if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
+        if not backward_ran:
+            bug = "step_no_backward"
+        elif all(p.grad is None or not p.grad.any() for p in model.parameters()):
+            bug = "step_zero_grad_before_step"
+        else:
+            bug = "step_no_optimizer_step"
+        raise E.fail_with(name, bug, f"After {what} the weights did not change.")
+    if not optimizer.state:  # SGD with momentum keeps a buffer per weight from its first step on
+        raise E.fail_with(
+            name,
+            "step_optimizer_replaced",
+            f"After {what} the weights changed, but the optimizer passed in never stepped.",
+        )
+    return float(loss)
+
+
+def _run_steps(step, base, batches, seed, name=None):
+    """Losses and final weights of ``step`` on a copy of ``base`` (dropout seeded per step);
+    ``name``: it is the student's, probed."""
+    model = copy.deepcopy(base)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        torch.manual_seed(seed + i)
+        losses.append(
+            _student_step(name, step, model, optimizer, x, y, i)
+            if name
+            else step(model, optimizer, x, y)
+        )
+    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return torch.tensor(losses, dtype=torch.float64), weights
+
+
+def check_train_step(train_step) -> None:
+    """Check ``train_step(model, optimizer, inputs, targets) -> float`` over three SGD steps."""
+    __tracebackhide__ = True
+    name = "check_train_step"
+    E.ensure_callable(name, train_step, "a function train_step(model, optimizer, inputs, targets)")
+    with E.preserved_rng():
+        for vocab, width, b, n, seed in STEP_CASES:
+            torch.manual_seed(seed)
+            base = nn.Sequential(
+                nn.Embedding(vocab, width), nn.Dropout(DROPOUT), nn.Linear(width, vocab)
+            )
+            g = E.generator(seed)
+            batches = []
+            for _ in range(3):
+                x = torch.randint(vocab, (b, n), generator=g)  # (b, n)
+                y = torch.randint(vocab, (b, n), generator=g)  # (b, n)
+                y[:, :2] = -100  # positions without a target, as in the look-back task
+                batches.append((x, y))
+            where = (
+                f"With a {vocab}-token model (dropout {DROPOUT}, in train mode), batches of shape {(b, n)}, "
+                f"three steps of SGD(lr={LR}, momentum={MOMENTUM}):"
+            )
+            got = _run_steps(train_step, base, batches, seed, name)
+            want = _run_steps(_reference_step, base, batches, seed)
+            if E.same(got[0], want[0]) and E.same(got[1], want[1]):
+                continue
+            for bug in STEP_BUGS:
+                variant = _run_steps(partial(_reference_step, bug=bug), base, batches, seed)
+                if E.same(got[0], variant[0]) and E.same(got[1], variant[1]):
+                    raise E.fail_with(name, bug, where)
+            if not E.same(got[0], want[0]):
+                raise E.fail(
+                    name,
+                    f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, "
+                    f"expected {[round(v, 4) for v in want[0].tolist()]}.",
+                    "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all "
+                    "positions.",
+                )
+            raise E.fail_with(name, "step_weights_wrong", where=where)
+    E.passed(name, f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
+
+
+# --------------------------------------------------------------------------- sample_next_token
+DRAWS = 20_000
+Z = 7.0  # how many standard errors a cumulative frequency may stray from its probability
+SAMPLE_LOGITS = ((1.5, 0.5, 0.0, -0.5, -2.0), (3.0, 2.0, 1.0, 0.5, 0.25))
+TEMPERATURES = (1.0, 0.5, 2.0, 0.25)
+# 200 tokens with Zipf-like probabilities 1/rank: the 150 least likely hold 23% and the last 1% is spread over
+# 12 of them, so a hidden top-k (k=50) or top-p (p=0.99) filter shows. VAST: 1,000 tokens, whose 800 least
+# likely hold 21%, so that nanoGPT's top_k = 200 (sample.py) shows too; VAST_DRAWS keep it fast.
+WIDE = tuple((-torch.arange(1, 201, dtype=torch.float64).log()).tolist())
+VAST, VAST_DRAWS = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tolist()), 2_000
+
+
+def _draw(name, sample, logits, temperature, seed, what):
+    """The student's draw, the caller's logits left unchanged; a crash is named when multinomial
+    refused the probabilities."""
+    try:
+        return E.call_pure(name, sample, [logits], temperature, E.generator(seed), what=what)
+    except E.CheckFailure as failure:
+        error = failure.__cause__
+        if isinstance(error, RuntimeError) and (
+            "probability tensor contains" in str(error)
+            or "invalid multinomial distribution" in str(error)
+        ):
+            bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
+            raise E.fail_with(name, bug, f"{what} raised RuntimeError: {error}") from None
+        raise
+
+
+def _ids(name, got, what, rows):
+    """``got`` if it is a tensor of ``rows`` integer ids."""
+    got = E.expect_tensor_output(name, got, what, (rows,))
+    if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
+        raise E.fail_with(name, "sample_not_ids", f"{what} returned dtype {got.dtype}.")
+    return got
+
+
+def _draws(name, sample, batch, temperature, what, probe):
+    """The student's ids for ``batch``; ``probe``: also require them repeatable with the same seed and
+    the global random state untouched."""
+    state = torch.random.get_rng_state()
+    first = _ids(name, _draw(name, sample, batch, temperature, 5, what), what, len(batch))
+    if probe:
+        second = _draw(name, sample, batch, temperature, 5, what)
+        if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
+            raise E.fail_with(
+                name,
+                "generator_ignored",
+                f"Two calls of {what}, each with a generator seeded 5, drew different tokens.",
+            )
+        if not torch.equal(state, torch.random.get_rng_state()):
+            raise E.fail_with(name, "sample_global_rng_changed", f"After {what}:")
+    return first
+
+
+def _distance(cum_freq, probs, draws=DRAWS):
+    """The largest gap between cumulative frequencies and probabilities (both in the same order of the
+    tokens), in standard errors of DRAWS draws: about 2 for right draws, Z at most."""
+    cum = probs.cumsum(-1)
+    spread = ((cum * (1 - cum)).clamp(min=0) + 1 / draws).sqrt() / math.sqrt(draws)
+    return ((cum_freq - cum).abs() / spread).amax(-1)
+
+
+def _check_frequencies(name, sample, row, temperature, probe=False, draws=DRAWS):
+    """``draws`` draws from one row of logits, with the frequencies of softmax(row / T)."""
+    vocab = len(row)
+    batch = torch.tensor(row).repeat(draws, 1)  # (draws, vocab): the same row many times
+    shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
+    what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
+    first = _draws(name, sample, batch, temperature, what, probe)
+    ids = first.long().cpu()
+    ids = torch.where(
+        (ids >= 0) & (ids < vocab), ids, vocab
+    )  # an id out of range counts for no token
+    freq = torch.bincount(ids, minlength=vocab + 1)[:vocab].double() / draws
+    logits = torch.tensor(row, dtype=torch.float64)
+    expected = torch.softmax(logits / temperature, dim=-1)
+    order = expected.argsort(descending=True)
+    cum_freq = freq[order].cumsum(-1)
+    if _distance(cum_freq, expected[order], draws) <= Z:
+        other = _draw(name, sample, batch, temperature, 6, what) if probe else None
+        if isinstance(other, torch.Tensor) and torch.equal(first, other):
+            raise E.fail_with(
+                name,
+                "sample_generator_replaced",
+                f"Calls of {what} with generators seeded 5 and 6 drew the same tokens.",
+            )
+        return
+    if vocab <= 10:
+        shown = (
+            f"For {what}: the tokens came up with frequencies {[round(f, 3) for f in freq.tolist()]}, "
+            f"expected {[round(p, 3) for p in expected.tolist()]}."
+        )
+    else:
+        k = int(((cum_freq - expected[order].cumsum(-1)).abs()).argmax())
+        shown = (
+            f"For {what}: the {k + 1} most likely tokens came up {cum_freq[k]:.3f} of the time, expected "
+            f"{expected[order][: k + 1].sum():.3f}."
+        )
+    greedy = F.one_hot(logits.argmax(), vocab).double()
+    variants = [
+        (
+            "always_greedy" if temperature == TEMPERATURES[0] else "greedy_at_low_temperature",
+            greedy,
+        ),
+        ("temperature_after_softmax", torch.softmax(logits, dim=-1)),
+        ("temperature_multiplied", torch.softmax(logits * temperature, dim=-1)),
+        ("sample_softmax_over_batch", torch.full((vocab,), 1 / vocab, dtype=torch.float64)),
+        ("sampled_from_logits", logits.clamp(min=0) / logits.clamp(min=0).sum()),
+    ]
+    for bug, probs in variants:
+        if _distance(cum_freq, probs[order], draws) <= Z:
+            raise E.fail_with(name, bug, shown, temperature=temperature)
+    kept = (
+        torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
+    )  # row m: the m + 1 likeliest
+    distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
+    if distances.min() <= Z:
+        raise E.fail_with(
+            name, "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
+        )
+    raise E.fail(
+        name,
+        shown,
+        "draw with torch.multinomial and the generator given, from the softmax of logits / "
+        "temperature over the last axis.",
+    )
+
+
+def check_sample_next_token(sample) -> None:
+    """Check ``sample_next_token(logits, temperature, generator)``: greedy at 0, else the
+    softmax of logits / temperature, drawn repeatably from the generator."""
+    __tracebackhide__ = True
+    name = "check_sample_next_token"
+    E.ensure_callable(name, sample, "a function sample_next_token(logits, temperature, generator)")
+    with E.preserved_rng(), torch.no_grad():
+        logits = E.randn(6, 9, seed=811)  # (6, 9)
+        what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
+        got = _ids(name, _draw(name, sample, logits, 0, 1, what), what, 6)
+        if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
+            raise E.fail_with(name, "greedy_not_argmax", f"For {what}:")
+        for i, (row, temperature) in enumerate(
+            [(r, t) for r in SAMPLE_LOGITS for t in TEMPERATURES]
+        ):
+            _check_frequencies(name, sample, row, temperature, probe=i == 0)
+        _check_frequencies(name, sample, WIDE, 1.0)
+        _check_frequencies(name, sample, VAST, 1.0, draws=VAST_DRAWS)
+    E.passed(
+        name,
+        f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
+        "draws match softmax(logits / T), and the same generator seed gives the same draws",
+    )
+
+
+# --------------------------------------------------------------------------- attend_with_cache
+# (batch, d_in, d_out, heads, context_length, how many new tokens each call brings, qkv_bias, seed)
+CACHE_CASES = (
+    (2, 6, 8, 2, 10, (3, 1, 1, 2, 1), True, 821),
+    (1, 4, 12, 3, 8, (1, 1, 1, 1, 1, 1, 1), False, 822),
+    (2, 5, 4, 1, 7, (4, 3), False, 823),
+)
+CACHE_BUGS = (
+    "cache_attend_before_append",
+    "cache_not_accumulated",
+    "cache_mask_top_left",
+    "cache_chunk_unmasked",
+    "cache_not_scaled",
+    "cache_values_from_keys",
+    "cache_heads_interleaved",
+    "cache_no_out_proj",
+    "cache_qkv_bias_dropped",
+)
+
+
+def _cached_variant(attn, x, cache, i, bug, shift=0):
+    """Cached step i, with one catalogued mistake switched on (``shift``: the mask's rows off by it)."""
+    b, m, _ = x.shape
+    h, hd = attn.num_heads, attn.head_dim
+
+    def project(layer):  # (b, m, d_out) -> (b, h, m, hd)
+        bias = None if bug == "cache_qkv_bias_dropped" else layer.bias
+        return F.linear(x, layer.weight, bias).view(b, m, h, hd).transpose(1, 2)
+
+    values = attn.W_key if bug == "cache_values_from_keys" else attn.W_value
+    q, k, v = project(attn.W_query), project(attn.W_key), project(values)  # (b, h, m, hd) each
+    old_k, old_v = cache if cache is not None else (k[:, :, :0], v[:, :, :0])
+    all_k, all_v = torch.cat([old_k, k], dim=2), torch.cat([old_v, v], dim=2)  # (b, h, t, hd)
+    before_append = bug == "cache_attend_before_append" and cache is not None
+    seen_k, seen_v = (old_k, old_v) if before_append else (all_k, all_v)
+    t, past = seen_k.shape[2], all_k.shape[2] - m
+    rows = torch.arange(m)[:, None] + (0 if bug == "cache_mask_top_left" else past + shift)
+    hidden = None if bug == "cache_chunk_unmasked" else torch.arange(t) > rows  # (m, t)
+    recipe = E.Recipe(scale="none" if bug == "cache_not_scaled" else "sqrt_d_k", mask="none")
+    context = E.attention(q, seen_k, seen_v, recipe, mask=hidden)  # (b, h, m, hd)
+    if bug != "cache_heads_interleaved":
+        context = context.transpose(1, 2)  # (b, m, h, hd)
+    merged = context.reshape(b, m, h * hd)
+    new_cache = (k, v) if bug == "cache_not_accumulated" else (all_k, all_v)
+    return (merged if bug == "cache_no_out_proj" else attn.out_proj(merged)), new_cache
+
+
+def _run_cached(step, attn, x, chunks):
+    """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined."""
+    outs, cache, start = [], None, 0
+    for i, m in enumerate(chunks):
+        out, cache = step(attn, x[:, start : start + m], cache, i)
+        outs.append(out)
+        start += m
+    return torch.cat(outs, dim=1)
+
+
+class _KeyRows(TorchFunctionMode):
+    """Counts the token rows that meet W_key's weight, however the projection is written (attn.W_key(x),
+    F.linear, x @ weight.T, einsum, a fused QKV weight made by torch.cat): a cache projects only new tokens."""
+
+    def __init__(self, attn: nn.Module, batch: int) -> None:
+        super().__init__()
+        self.own = {
+            E.storage(t) for t in (*attn.parameters(), *attn.buffers())
+        }  # and what is made from them
+        self.key, self.per_row, self.rows = (
+            {E.storage(attn.W_key.weight)},
+            attn.W_key.in_features * batch,
+            0,
+        )
+        self.made = []  # kept alive, so that their storages' addresses stay theirs
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        places = [E.storage(t) for t in tensors]
+        result = func(*args, **(kwargs or {}))
+        data = [t.numel() for t, p in zip(tensors, places) if p not in self.own]
+        if (
+            places and not data
+        ):  # made from the layer's own tensors (W_key.weight.T, torch.cat of weights)
+            made = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+            self.made += made
+            new = {E.storage(t) for t in made} - {0}
+            self.own |= new
+            if self.key.intersection(places):
+                self.key |= new
+        elif self.key.intersection(places):
+            self.rows += sum(data) // self.per_row
+        return result
+
+
+def check_attend_with_cache(attend_with_cache) -> None:
+    """Check ``attend_with_cache(attn, x_new, cache) -> (out, cache)`` against the full layer."""
+    __tracebackhide__ = True
+    name = "check_attend_with_cache"
+    E.ensure_callable(name, attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
+    key_rows, cache_dtypes = [], set()
+
+    def student(attn, x_part, cache, i):
+        x_new = x_part.clone()
+        what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
+        try:
+            with _KeyRows(attn, x_new.shape[0]) as rows:
+                result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+        except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
+            if cache is not None and "must match the size" in str(failure.__cause__):
+                raise E.fail_with(
+                    name, "cache_mask_wrong_shape", str(failure).split("\n\n")[1]
+                ) from None
+            raise
+        key_rows.append(rows.rows)
+        if not torch.equal(x_new, x_part):
+            raise E.fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise E.fail_with(
+                name, "cache_not_returned", f"{what} returned {type(result).__name__}."
+            )
+        out, cache = result
+        cache_dtypes.update(
+            t.dtype
+            for t in tree_flatten(cache)[0]
+            if isinstance(t, torch.Tensor) and t.is_floating_point()
+        )
+        shape = (*x_part.shape[:2], attn.out_proj.out_features)  # (b, m, d_out)
+        return E.expect_tensor_output(name, out, f"the output of {what}", shape), cache
+
+    with E.preserved_rng(), torch.no_grad():
+        for b, d_in, d_out, heads, context, chunks, bias, seed in CACHE_CASES:
+            torch.manual_seed(seed)
+            attn = (
+                E.chapters()
+                .MultiHeadAttention(d_in, d_out, context, 0.0, heads, qkv_bias=bias)
+                .eval()
+            )
+            x = E.randn(b, sum(chunks), d_in, seed=seed)  # (b, n, d_in)
+            want = attn(x)  # (b, n, d_out): the whole text at once
+            where = f"With {heads} head(s), d_out={d_out}, qkv_bias={bias}, tokens arriving {list(chunks)} per call:"
+            key_rows.clear()
+            got = _run_cached(student, attn, x, chunks)
+            if not E.same(got, want):
+                if torch.isnan(got).all():
+                    raise E.fail_with(name, "cache_mask_times_inf", where)
+                variants = [(bug, 0) for bug in CACHE_BUGS] + [
+                    ("cache_mask_offset", 1),
+                    ("cache_mask_offset", -1),
+                ]
+                for bug, shift in variants:
+                    step = partial(_cached_variant, bug=bug, shift=shift)
+                    if E.same(got, _run_cached(step, attn, x, chunks)):
+                        raise E.fail_with(name, bug, where)
+                if cache_dtypes - {x.dtype}:
+                    raise E.fail_with(
+                        name, "cache_dtype_changed", where, dtypes=sorted(map(str, cache_dtypes))
+                    )
+                bad = ~torch.isclose(
+                    got.double(), want.double(), rtol=E.RTOL, atol=E.ATOL
+                )  # NaN counts as bad
+                first = int(bad.any(dim=2).any(dim=0).int().argmax())
+                raise E.fail(
+                    name,
+                    f"{where} the outputs differ from the full layer's, first at token {first}.",
+                    "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
+                    "with rows past .. past + m - 1 of attn.mask.",
+                )
+            if any(r > m for r, m in zip(key_rows, chunks)):
+                raise E.fail_with(
+                    name, "cache_recomputes_keys", where, rows=list(key_rows), chunks=list(chunks)
+                )
+            x = E.randn(
+                b, sum(chunks), d_in, seed=seed + 1
+            )  # a second text, from an empty cache again
+            try:
+                second = _run_cached(student, attn, x, chunks)
+            except E.CheckFailure as failure:  # a crash too: the first text passed
+                second = failure
+            if not E.same(second, attn(x)):
+                raise E.fail_with(name, "cache_kept_outside", where)
+        E.probe_device(
+            name,
+            attn,
+            (x[:, :2], x[:, 2:4]),
+            f"With {heads} head(s), a prompt of 2 tokens, then 2 more:",
+            fn=lambda prompt, more: attend_with_cache(
+                attn, more, attend_with_cache(attn, prompt, None)[1]
+            ),
+        )
+    E.passed(
+        name,
+        f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
+        "tokens, then one or more at a time), projecting only the new tokens",
+    )
+
+
+__all__ = ["check_attend_with_cache", "check_sample_next_token", "check_train_step"]

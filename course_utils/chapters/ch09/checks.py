@@ -1,0 +1,374 @@
+"""Self-checks for chapter 09: padding masks, sliding windows, the cache mask, RoPE, GQA's repeat_kv.
+
+Each reference below is one small function whose keyword switches default to the right
+computation; every other switch value reproduces a catalogued mistake (``mistakes.txt`` beside this file),
+so a wrong answer is named by finding the switch that reproduces it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+
+from course_utils.checks import _engine as E
+
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (its attention uses SDPA)
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
+
+
+# --------------------------------------------------------------------------- references with switches
+def band(
+    n_q: int,
+    n_k: int,
+    window: int,
+    *,
+    extra: int = 0,
+    align: str = "bottom",
+    both_sides: bool = False,
+    inverted: bool = False,
+) -> torch.Tensor:
+    """(n_q, n_k) bool, True = may attend: query i (the last n_q positions) sees 0 <= i - j < window."""
+    first = n_k - n_q if align == "bottom" else 0
+    distance = torch.arange(first, first + n_q)[:, None] - torch.arange(n_k)[None, :]  # (n_q, n_k)
+    if both_sides:
+        distance = distance.abs()
+    allowed = (distance >= 0) & (distance < window + extra)
+    return ~allowed if inverted else allowed
+
+
+def masked_attention(q, k, v, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Softmax attention with a True = may-attend mask (NaN where a row has no allowed key)."""
+    return E.attention(q, k, v, E.Recipe(mask="none"), mask=None if allowed is None else ~allowed)
+
+
+def rope(
+    x,
+    positions,
+    base=10_000.0,
+    *,
+    layout="half",
+    sign=1.0,
+    pair_step=2,
+    ignore_positions=False,
+    offset=0,
+    linspace=False,
+    mixed=False,
+):
+    """RoPE in float64; the switches reproduce the layout, direction, frequency and position slips
+    (``mixed``: full-width cos and sin laid out for the other layout than the rotation's pairs)."""
+    hd = x.shape[-1]
+    pos = (torch.arange(x.shape[-2]) if ignore_positions else positions.cpu()) + offset
+    exponents = torch.arange(0, hd // 2, dtype=torch.float64) * pair_step / hd  # (hd/2,)
+    if linspace:
+        exponents = torch.linspace(0, 1, hd // 2, dtype=torch.float64)
+    angles = pos.double()[:, None] * base**-exponents  # (n, hd/2)
+    x = x.double()
+    if mixed:
+        full = angles.repeat_interleave(2, -1) if layout == "half" else torch.cat([angles] * 2, -1)
+        a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else x.chunk(2, dim=-1)
+        turned = (
+            torch.stack((-b, a), -1).flatten(-2)
+            if layout == "interleaved"
+            else torch.cat((-b, a), -1)
+        )
+        return x * full.cos() + turned * sign * full.sin()
+    cos, sin = angles.cos(), sign * angles.sin()
+    a, b = (x[..., 0::2], x[..., 1::2]) if layout == "interleaved" else x.chunk(2, dim=-1)
+    pairs = (a * cos - b * sin, a * sin + b * cos)
+    return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
+
+
+def _expect(
+    check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5
+) -> None:
+    """Return if got equals expected; else raise the failure naming the first matching mistake."""
+    __tracebackhide__ = True
+    if E.same(got.cpu(), expected.to(got.dtype), atol=atol):
+        return
+    bug = E.match_bug(
+        got.cpu(),
+        [(b, lambda make=make: make().to(got.dtype)) for b, make in candidates],
+        atol=atol,
+    )
+    if bug:
+        raise E.fail_with(check, bug, where)
+    raise E.fail(check, f"{where} {E.describe_difference(expected.cpu(), got.cpu())}.")
+
+
+def _same_dtype(check: str, got: torch.Tensor, given: torch.Tensor, what: str, arg: str) -> None:
+    """The result keeps the input's dtype (a float64 result would meet float32 weights in the next layer)."""
+    if got.dtype != given.dtype:
+        raise E.fail_with(
+            check, "output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg
+        )
+
+
+def _probe_devices(check: str, probes: list) -> None:
+    """After every value check (a wrong value is named first): each case again as if on another device."""
+    for where, inputs, call in probes:
+        E.probe_device(check, None, inputs, where, fn=call)
+
+
+# --------------------------------------------------------------------------- sliding_window_mask
+WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
+WINDOW_BUGS = (
+    ("window_inverted", {"inverted": True}),
+    ("window_cut_short", {"extra": -1}),
+    ("window_one_too_many", {"extra": 1}),
+    ("window_not_causal", {"both_sides": True}),
+    ("window_top_left", {"align": "top"}),
+)
+
+
+def check_sliding_window_mask(fn) -> None:
+    """Check ``sliding_window_mask(n_queries, n_keys, window, device=None)``: an (n_q, n_k) bool mask,
+    True = may attend, the queries being the last n_q positions, each seeing ``window`` keys."""
+    __tracebackhide__ = True
+    name = "check_sliding_window_mask"
+    E.ensure_callable(
+        name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)"
+    )
+    with E.isolated():
+        for n_q, n_k, window in WINDOW_CASES:
+            what = f"sliding_window_mask({n_q}, {n_k}, {window})"
+            got = E.expect_tensor_output(
+                name, E.call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k)
+            )
+            if got.dtype != torch.bool:
+                raise E.fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
+            candidates = [
+                (bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS
+            ]
+            _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
+        # as if on another device d: what is made with device=d or moved .to(d) counts as on d (E.Placement)
+        what, mixed = "sliding_window_mask(4, 6, 2, device=d), d another device", False
+        try:
+            with E.Watch() as watch, E.Placement([]) as placement:
+                got = E.call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
+        except E.CheckFailure as exc:
+            if not isinstance(exc.__cause__, E.DeviceMix):
+                raise
+            mixed = True  # a part made on the CPU met a part made on d
+        if mixed or not placement.is_placed(E.expect_tensor_output(name, got, what, (4, 6))):
+            made = (
+                f"torch.{watch.without_device[0]}(...) is called without device=..."
+                if watch.without_device
+                else "the tensor you return is on the CPU (device='cpu' or .to('cpu'))"
+            )
+            raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=made)
+    E.passed(
+        name,
+        f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
+        "and made on the requested device",
+    )
+
+
+# --------------------------------------------------------------------------- attend_new_tokens
+CACHE_CASES = (
+    (2, 2, 3, 7, 4, 901),
+    (1, 3, 2, 5, 8, 902),
+    (2, 1, 4, 4, 4, 903),
+    (1, 2, 1, 6, 4, 904),
+)
+
+
+def check_attend_new_tokens(fn) -> None:
+    """Check ``attend_new_tokens(q, k, v)``: q (b, h, n_q, hd) of the newest tokens, k and v
+    (b, h, n_k, hd) of all tokens; causal attention aligned to the bottom right."""
+    __tracebackhide__ = True
+    name = "check_attend_new_tokens"
+    E.ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
+    with E.isolated():
+        probes = []  # (where, inputs, call)
+        for b, h, n_q, n_k, hd, seed in CACHE_CASES:
+            q = E.randn(b, h, n_q, hd, seed=seed)  # (b, h, n_q, hd): the newest tokens
+            k = E.randn(b, h, n_k, hd, seed=seed + 10)  # (b, h, n_k, hd): all tokens
+            v = E.randn(b, h, n_k, hd, seed=seed + 20)  # (b, h, n_k, hd)
+            what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
+            got = E.expect_tensor_output(
+                name, E.call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd)
+            )
+            top_left = band(n_q, n_k, n_k, align="top")
+            candidates = [
+                ("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
+                ("cache_mask_missing", lambda: masked_attention(q, k, v, None)),
+            ]
+            _expect(
+                name,
+                got,
+                masked_attention(q, k, v, band(n_q, n_k, n_k)),
+                f"For {what}:",
+                candidates,
+            )
+            _same_dtype(name, got, q, what, "q")
+            probes.append((f"For {what}, q, k and v on another device:", (q, k, v), fn))
+        _probe_devices(name, probes)
+    E.passed(
+        name,
+        f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)",
+    )
+
+
+# --------------------------------------------------------------------------- padded_causal_attention
+PADDING_CASES = (((5, 2, 3), "left", 911), ((3, 5, 1), "right", 912), ((4, 1), "left", 913))
+
+
+def check_padded_causal_attention(fn) -> None:
+    """Check ``padded_causal_attention(q, k, v, real)``: causal attention hiding padded keys;
+    compared at real query positions; every output must be finite."""
+    __tracebackhide__ = True
+    name = "check_padded_causal_attention"
+    E.ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
+    with E.isolated():
+        probes = []  # (where, inputs, call)
+        for lengths, side, seed in PADDING_CASES:
+            b, n = len(lengths), max(lengths)
+            real = E.chapters().padding_mask(lengths, n, side)  # (b, n)
+            q, k, v = (E.randn(b, 2, n, 4, seed=seed + i) for i in range(3))
+            causal = torch.ones(n, n, dtype=torch.bool).tril()
+            keep = causal & real[:, None, None, :]  # (b, 1, n, n)
+            what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
+            got = E.call_pure(name, fn, (q, k, v, real), what=what)
+            got = E.expect_tensor_output(name, got, what, (b, 2, n, 4))
+            rows = real[:, None, :, None].expand(b, 2, n, 4)  # the real query positions
+
+            def at_real(allowed, zero=False):  # zero: NaN rows as a kernel's zeros
+                out = masked_attention(q, k, v, allowed)
+                return (out.nan_to_num(0.0) if zero else out)[rows]
+
+            variants = (
+                ("padding_mask_inverted", ~keep),
+                ("padding_ignored", causal),
+                ("padding_not_causal", real[:, None, None, :].expand(b, 1, n, n)),
+            )
+            candidates = [
+                (bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)
+            ]
+            _expect(
+                name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates
+            )
+            if not torch.isfinite(got).all():
+                raise E.fail_with(name, "padding_nan_rows", f"For {what}:")
+            _same_dtype(name, got, q, what, "q")
+            probes.append((f"For {what}, every input on another device:", (q, k, v, real), fn))
+        _probe_devices(name, probes)
+    E.passed(
+        name,
+        f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
+        "finite everywhere",
+    )
+
+
+# --------------------------------------------------------------------------- apply_rope
+ROPE_CASES = (
+    ((2, 3, 5, 8), None, None, 921),
+    ((4, 6), (3, 10, 11, 50), None, 922),
+    ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923),
+)
+ROPE_BUGS = (
+    ("rope_layout_mixed", {"layout": "interleaved"}),
+    ("rope_rotation_reversed", {"sign": -1.0}),
+    ("rope_frequency_exponent", {"pair_step": 1}),
+    ("rope_frequency_exponent", {"pair_step": 4}),
+    ("rope_positions_ignored", {"ignore_positions": True}),
+    ("rope_base_ignored", {"base": 10_000.0}),
+    ("rope_frequencies_mismatched", {"mixed": True}),
+    ("rope_frequencies_mismatched", {"mixed": True, "layout": "interleaved"}),
+    ("rope_frequencies_linspace", {"linspace": True}),
+    ("rope_positions_shifted", {"offset": 1}),
+    ("rope_positions_shifted", {"offset": -1}),
+    ("rope_positions_ignored", {"ignore_positions": True, "offset": 1}),
+)
+
+
+def check_apply_rope(fn) -> None:
+    """Check ``apply_rope(x, positions, base=10_000.0)``: split-halves RoPE on x (..., n, hd)."""
+    __tracebackhide__ = True
+    name = "check_apply_rope"
+    E.ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
+    with E.isolated():
+        probes = []  # (where, inputs, call)
+        for shape, positions, base, seed in ROPE_CASES:
+            x = E.randn(*shape, seed=seed)
+            pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
+            kwargs = {} if base is None else {"base": base}
+            base = base or 10_000.0
+            what = (
+                f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
+                f"on x of shape {shape}"
+            )
+            try:
+                got = E.call_pure(name, fn, (x, pos), **kwargs, what=what)
+            except (
+                E.CheckFailure
+            ) as failure:  # cos and sin of hd/2 met the hd-wide rotate-half form
+                error, hd = str(failure.__cause__), shape[-1]
+                if f"({hd})" in error and f"({hd // 2})" in error and "must match" in error:
+                    raise E.fail_with(name, "rope_half_width", f"{what} raised: {error}") from None
+                raise
+            got = E.expect_tensor_output(name, got, what, shape)
+            candidates = [
+                (bug, partial(rope, x, pos, **{"base": base, **switch}))
+                for bug, switch in ROPE_BUGS
+            ]
+            _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
+            _same_dtype(name, got, x, what, "x")
+            probes.append(
+                (
+                    f"For {what}, x and positions on another device:",
+                    (x, pos),
+                    lambda *inputs, kw=kwargs: fn(*inputs, **kw),
+                )
+            )
+        _probe_devices(name, probes)
+    E.passed(
+        name,
+        f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)",
+    )
+
+
+# --------------------------------------------------------------------------- repeat_kv
+REPEAT_CASES = (
+    (2, 2, 3, 4, 3, 931),
+    (1, 3, 2, 2, 2, 932),
+    (1, 1, 5, 4, 4, 933),
+    (2, 4, 1, 3, 1, 934),
+)
+
+
+def check_repeat_kv(fn) -> None:
+    """Check ``repeat_kv(kv, n_rep)``: (b, g, n, hd) -> (b, g * n_rep, n, hd), head j = group j // n_rep."""
+    __tracebackhide__ = True
+    name = "check_repeat_kv"
+    E.ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
+    with E.isolated():
+        probes = []  # (where, inputs, call)
+        for b, g, n, hd, rep, seed in REPEAT_CASES:
+            kv = E.randn(b, g, n, hd, seed=seed)
+            what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
+            got = E.call_pure(name, fn, (kv,), rep, what=what)
+            wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
+            if isinstance(got, torch.Tensor) and tuple(got.shape) in wrong_axis and rep > 1:
+                raise E.fail_with(
+                    name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}."
+                )
+            got = E.expect_tensor_output(name, got, what, (b, g * rep, n, hd))
+            candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
+            _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
+            probes.append(
+                (f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep))
+            )
+        _probe_devices(name, probes)
+    E.passed(
+        name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)"
+    )
+
+
+__all__ = [
+    "check_apply_rope",
+    "check_attend_new_tokens",
+    "check_padded_causal_attention",
+    "check_repeat_kv",
+    "check_sliding_window_mask",
+]

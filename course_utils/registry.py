@@ -1,0 +1,78 @@
+"""Registries found by scanning the chapter folders, never written by hand.
+
+Each chapter lives in ``course_utils/chapters/chNN/``: ``__init__.py`` (its exported code,
+generated), ``checks.py``, ``mistakes.txt`` and ``explorer.py`` (each optional). The packages
+students call (``cu.checks``, ``cu.widgets``) and the mistake catalogue collect their parts here,
+so a new chapter adds files and edits none. They collect on first use (:func:`exports`), so a
+chapter's own module can be imported first without meeting its package half-built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+CHAPTERS = Path(__file__).resolve().parent / "chapters"
+
+
+def chapter_folders() -> list[Path]:
+    """``course_utils/chapters/chNN/`` folders, in chapter order."""
+    return sorted(p for p in CHAPTERS.iterdir() if p.is_dir() and re.fullmatch(r"ch\d\d", p.name))
+
+
+def chapter_files(name: str) -> list[Path]:
+    """The file ``name`` (``checks.py``, ``mistakes.txt``...) of every chapter that has one."""
+    return [folder / name for folder in chapter_folders() if (folder / name).is_file()]
+
+
+def chapter_modules(part: str) -> list[ModuleType]:
+    """``course_utils.chapters.chNN.<part>`` of every chapter that has ``<part>.py``, imported."""
+    return [
+        importlib.import_module(f"course_utils.chapters.{path.parent.name}.{part}")
+        for path in chapter_files(f"{part}.py")
+    ]
+
+
+def collect(part: str, namespace: dict) -> list[str]:
+    """Put the public names (``__all__``) of every chapter's ``<part>.py`` into ``namespace``.
+
+    Returns the names, in chapter order; a name defined by two chapters raises ``ImportError``.
+    """
+    names: dict[str, str] = {}
+    for module in chapter_modules(part):
+        for name in module.__all__:
+            if name in names:
+                raise ImportError(
+                    f"{module.__name__} defines {name!r}, already defined by {names[name]}: "
+                    "each name has one home"
+                )
+            names[name] = module.__name__
+            namespace[name] = getattr(module, name)
+    return list(names)
+
+
+def exports(package: str, part: str, fixed: list[str]):
+    """``(__getattr__, __dir__)`` for ``package``: on first use of a name it does not hold yet, the
+    public names of every chapter's ``<part>.py`` are put into it (:func:`collect`) and ``__all__``
+    is set to ``fixed`` plus those names."""
+    namespace = sys.modules[package].__dict__
+
+    def load() -> None:
+        if "__all__" not in namespace:
+            namespace["__all__"] = list(fixed)  # set first: a chapter importing the package is fine
+            namespace["__all__"] += collect(part, namespace)
+
+    def __getattr__(name: str):
+        load()
+        if name in namespace:
+            return namespace[name]
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        load()
+        return sorted(namespace)
+
+    return __getattr__, __dir__

@@ -1,0 +1,224 @@
+"""Drawing helpers shared by the chapters' diagrams (tools/diagrams/chNN.py).
+
+Instructor machinery: ``make figures`` calls the chapters' drawing functions through
+:mod:`tools.figures`. The attention-map pieces come from ``course_utils.plotting``, the same code
+the explorers draw with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+from torch import nn
+
+from course_utils import plotting
+from course_utils.data import (
+    example_inputs,
+)
+from course_utils.plotting import INK
+from course_utils.plotting import INPUT_COLOUR as X_COLOUR
+from course_utils.repro import portable_rand
+
+
+# ----------------------------------------------------------------------------- drawing helpers
+def _tint(colour: str, amount: float) -> tuple[float, float, float]:
+    """Mix ``colour`` with white: amount 0 is white, 1 is the colour itself."""
+    r, g, b, _ = to_rgba(colour)
+    return (1 - amount * (1 - r), 1 - amount * (1 - g), 1 - amount * (1 - b))
+
+
+def _canvas(width: float, height: float) -> tuple[Figure, object]:
+    """A blank figure whose data coordinates are inches: (0, 0) bottom left."""
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return fig, ax
+
+
+def _box(
+    ax,
+    x: float,
+    y: float,
+    w: float,
+    h: float,
+    text: str = "",
+    *,
+    colour: str = X_COLOUR,
+    fill: float = 0.12,
+    fontsize: float = 10,
+    weight: str = "normal",
+    lw: float = 1.4,
+    text_colour: str = INK,
+) -> None:
+    """A rounded box with its lower-left corner at (x, y) and centred text."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (x, y),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=0.08",
+            facecolor=_tint(colour, fill),
+            edgecolor=colour,
+            linewidth=lw,
+        )
+    )
+    if text:
+        ax.text(
+            x + w / 2,
+            y + h / 2,
+            text,
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+            weight=weight,
+            color=text_colour,
+            linespacing=1.35,
+        )
+
+
+def _arrow(
+    ax,
+    start: tuple[float, float],
+    end: tuple[float, float],
+    *,
+    colour: str = INK,
+    lw: float = 1.3,
+    rad: float = 0.0,
+    style: str = "-|>",
+    scale: float = 12,
+) -> None:
+    ax.add_patch(
+        FancyArrowPatch(
+            start,
+            end,
+            arrowstyle=style,
+            mutation_scale=scale,
+            color=colour,
+            linewidth=lw,
+            shrinkA=0,
+            shrinkB=0,
+            connectionstyle=f"arc3,rad={rad}",
+        )
+    )
+
+
+def _cells(
+    ax,
+    x: float,
+    y: float,
+    values: torch.Tensor | None,
+    *,
+    rows: int | None = None,
+    cols: int | None = None,
+    cell: float = 0.42,
+    colour: str = X_COLOUR,
+    fill: float | Sequence[Sequence[float]] = 0.18,
+    fontsize: float = 8.5,
+    col_colours: Sequence[str] | None = None,
+    fmt: str = "{:.2f}",
+    cell_h: float | None = None,
+) -> None:
+    """A grid of square cells with its top-left corner at (x, y); numbers written when given."""
+    if values is not None:
+        values = values.reshape(values.shape[0], -1) if values.dim() > 1 else values.reshape(1, -1)
+        rows, cols = values.shape
+    assert rows is not None and cols is not None
+    cell_h = cell if cell_h is None else cell_h
+    for i in range(rows):
+        for j in range(cols):
+            c = col_colours[j] if col_colours is not None else colour
+            f = fill if isinstance(fill, (int, float)) else fill[i][j]
+            ax.add_patch(
+                Rectangle(
+                    (x + j * cell, y - (i + 1) * cell_h),
+                    cell,
+                    cell_h,
+                    facecolor=_tint(c, f),
+                    edgecolor=c,
+                    linewidth=0.9,
+                )
+            )
+            if values is not None:
+                ax.text(
+                    x + (j + 0.5) * cell,
+                    y - (i + 0.5) * cell_h,
+                    fmt.format(float(values[i, j])),
+                    ha="center",
+                    va="center",
+                    fontsize=fontsize,
+                    color=INK,
+                )
+
+
+def _panel_arrow(ax, text: str, *, symbol: str | None = None) -> None:
+    """Fill a narrow axes with a right arrow (or a big symbol such as ⊙) and a caption."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    if symbol:
+        ax.text(0.5, 0.55, symbol, ha="center", va="center", fontsize=22, color=INK)
+    else:
+        _arrow(ax, (0.1, 0.55), (0.9, 0.55), lw=1.8, scale=16)
+    ax.text(0.5, 0.42, text, ha="center", va="top", fontsize=9, color=INK, linespacing=1.3)
+
+
+def _book_projections() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """W_query, W_key, W_value as chapter 02 makes them: ``torch.manual_seed(123)``, three ``torch.rand(3, 2)``."""
+    generator = torch.Generator().manual_seed(123)
+    return tuple(torch.rand(3, 2, generator=generator) for _ in range(3))  # type: ignore[return-value]
+
+
+def _mini_maps(count: int, n: int = 6) -> list[torch.Tensor]:
+    """Distinct-looking causal attention maps, identical on every machine (portable_rand)."""
+    maps = []
+    for h in range(count):
+        scores = (portable_rand((n, n), seed=40 + h) * 5.0).masked_fill(_future(n), float("-inf"))
+        maps.append(torch.softmax(scores, dim=-1))
+    return maps
+
+
+def _mini_map(ax, weights: torch.Tensor, x: float, y: float, size: float, edge: str) -> None:
+    """Draw an (n, n) map as a small picture with its top-left corner at (x, y)."""
+    shown = weights.masked_fill(_future(weights.shape[0]), float("nan")).numpy()
+    ax.imshow(
+        shown,
+        cmap=plotting.CMAP,
+        vmin=0,
+        vmax=1,
+        extent=(x, x + size, y - size, y),
+        interpolation="nearest",
+        zorder=3,
+    )
+    ax.add_patch(
+        Rectangle((x, y - size), size, size, fill=False, edgecolor=edge, linewidth=1.0, zorder=4)
+    )
+
+
+def _future(n: int) -> torch.Tensor:
+    return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)  # (n, n): True above the diagonal
+
+
+def _trainable_trail() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Chapters 03 and 04's numbers: SelfAttention_v2(3, 2) with seed 789 on the example.
+
+    Returns the scores q kᵀ, the masked scores, and the masked weights softmax(masked / √2),
+    whose row 'journey' is [0.5517, 0.4483] as printed in both chapters.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(789)
+        w_query, w_key = (
+            nn.Linear(3, 2, bias=False),
+            nn.Linear(3, 2, bias=False),
+        )  # as SelfAttention_v2 makes them
+    x = example_inputs()  # (6, 3)
+    with torch.no_grad():
+        scores = w_query(x) @ w_key(x).T  # (6, 6)
+    masked = scores.masked_fill(_future(6), float("-inf"))  # (6, 6)
+    return scores, masked, torch.softmax(masked / 2**0.5, dim=-1)
