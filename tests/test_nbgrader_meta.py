@@ -286,3 +286,17 @@ def test_renamed_and_missing_notebooks_are_named_in_words(tmp_path, capsys):
     assert meta.main(["submissions", str(tmp_path), "--assignment", "a", "--fix"]) == 0
     assert "bob: 01_x-Copy1.ipynb renamed to 01_x.ipynb" in capsys.readouterr().out
     assert (folder / "01_x.ipynb").exists()
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
+def test_one_score_box_per_written_question(path):
+    """formgrader shows one score box per graded markdown cell: each holds one question's answer,
+    worth the 2 points the README promises (questions sharing a cell made boxes of 8-14)."""
+    boxes = [
+        (c.metadata[meta.KEY]["grade_id"], meta._answer_count(c), c.metadata[meta.KEY]["points"])
+        for c in nbtools.read(path).cells
+        if c.cell_type == "markdown" and c.metadata.get(meta.KEY, {}).get("grade")
+    ]
+    assert boxes and all(
+        (count, points) == (1, meta.POINTS_PER_ANSWER) for _, count, points in boxes
+    ), boxes
