@@ -53,6 +53,19 @@ def name_the_checks(html: str) -> str:
     )
 
 
+def configure(c) -> None:
+    """Make ``nbgrader generate_feedback`` write :class:`FeedbackPage` (``c``: nbgrader's config).
+
+    The exporter's own config section: nbgrader sets every HTMLExporter's template to its own.
+    """
+    import nbgrader
+
+    templates = Path(nbgrader.__file__).parent / "server_extensions/formgrader/templates"
+    c.GenerateFeedback.exporter_class = "tools.nbgrader_feedback.FeedbackPage"
+    c.FeedbackPage.template_name = "course_feedback"  # based on nbgrader's "feedback"
+    c.FeedbackPage.extra_template_basedirs = [str(TEMPLATES), str(templates)]
+
+
 def _html_exporter():
     try:
         from nbconvert.exporters import HTMLExporter
@@ -66,11 +79,10 @@ class FeedbackPage(_html_exporter()):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        import nbgrader
-
-        nbgrader_templates = (
-            Path(nbgrader.__file__).parent / "server_extensions/formgrader/templates"
+        self.template_file = (
+            "page.html.j2"  # extends the next index.html.j2 on the path: nbgrader's
         )
-        self.extra_template_basedirs = [str(TEMPLATES), str(nbgrader_templates)]
-        self.template_name = "course_feedback"
-        self.register_filter("name_the_checks", name_the_checks)
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield "name_the_checks", name_the_checks

@@ -130,13 +130,20 @@ def time_limit(seconds: int):
 def preload() -> None:
     """What every fresh run needs, imported before any student code (runs no torch operation)."""
     import IPython.core.interactiveshell  # noqa: F401
+    import matplotlib.pyplot as plt
     import torch._dynamo  # noqa: F401 - torch wraps torch.manual_seed & co. on this first import
 
     import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
     import course_utils.checks as checks
+    import course_utils.plotting  # noqa: F401
+    import course_utils.widgets as widgets
     import tools.nbgrader_honesty  # noqa: F401
 
-    dir(checks)  # every chapter's checks collected
+    dir(checks), dir(widgets)  # every chapter's checks and explorers collected
+    figure = plt.figure()  # a notebook's first figure loads matplotlib's fonts: done once, here
+    figure.text(0, 0, "fonts")
+    figure.canvas.draw()
+    plt.close(figure)
 
 
 def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, str | None]:
@@ -251,7 +258,7 @@ class Template:
     process: subprocess.Popen | None = None
 
     @classmethod
-    def rerun(cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+    def start(cls) -> None:
         if cls.process is None or cls.process.poll() is not None:
             cls.process = subprocess.Popen(
                 [sys.executable, "-m", "tools.nbgrader_guard", "--serve"],
@@ -261,6 +268,10 @@ class Template:
                 env=_env(),
                 cwd=ROOT,
             )
+
+    @classmethod
+    def rerun(cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+        cls.start()
         request = dict(notebook=path, folder=os.path.abspath(folder), only=ids, limit=limit)
         request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True))
         try:
@@ -313,6 +324,11 @@ class FreshChecks(_preprocessor_base()):
 
     cell_timeout = 300  # seconds per cell, as nbgrader's Execute.timeout in the course's config
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if hasattr(os, "fork"):  # its imports overlap the kernel's first notebook
+            Template.start()
+
     def preprocess(self, nb, resources):
         cells = graded_checks(nb)
         self._explain_timeouts(nb, cells)
@@ -327,7 +343,9 @@ class FreshChecks(_preprocessor_base()):
             return nb, resources
         folder = resources.get("metadata", {}).get("path") or "."
         ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in passed]
+        start = time.perf_counter()
         verdicts = self._run(nb, folder, ids)
+        self.log.info("Fresh run of %d checks: %.1f s", len(ids), time.perf_counter() - start)
         for index in passed:
             cell = nb.cells[index]
             grade_id = cell.metadata["nbgrader"]["grade_id"]

@@ -75,6 +75,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
+from tools.nbgrader_feedback import configure  # noqa: E402
 from tools.nbgrader_guard import FreshChecks  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
@@ -82,7 +83,7 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties, CheckCellMetadata,
 ]
 # Feedback pages name each self-check in their summary table (tools/nbgrader_feedback.py).
-c.GenerateFeedback.exporter_class = "tools.nbgrader_feedback.FeedbackPage"
+configure(c)
 # `nbgrader validate` cuts error lines at 90 characters by default; the checks wrap their
 # diagnoses under it when nbgrader runs them, and a wider limit keeps other errors whole too.
 c.Validator.width = 200

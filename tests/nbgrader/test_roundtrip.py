@@ -164,6 +164,7 @@ def test_written_answers_wait_for_a_person(trip):
             if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
         }
         assert {gid: top for gid, (top, _) in answers[name].items()} == wanted, name
+        assert set(wanted.values()) == {2.0}, f"{name}: one 2-point score box per question"
         assert all(manual for _, manual in answers[name].values()), (
             f"{name}: a written answer was autograded"
         )
@@ -232,3 +233,53 @@ def test_solutions_in_the_course_carry_fresh_metadata(trip):
         assert not nbgrader_meta.is_stale(
             nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name
         )
+
+
+def test_feedback_names_each_check_and_wraps_its_diagnoses(trip):
+    """The summary table of a feedback page names each self-check where nbgrader writes "Test
+    cell", and every line of a failure's diagnosis fits the page (and nbgrader validate)."""
+    from tools.nbgrader_feedback import WIDTH, check_label
+
+    for name in trip.notebooks:
+        page = (
+            trip.course / "feedback" / "buggy" / rt.ASSIGNMENT / name.replace(".ipynb", ".html")
+        ).read_text()
+        graded = nbtools.read(trip.course / "autograded" / "buggy" / rt.ASSIGNMENT / name)
+        checks = [
+            c.metadata["nbgrader"]["grade_id"]
+            for c in graded.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+        ]
+        assert ">Test cell<" not in page, name
+        for gid in checks:
+            assert f'<a href="#{gid}">Self-check {html.escape(check_label(gid))}</a>' in page
+        for cell in graded.cells:
+            for output in getattr(cell, "outputs", []):
+                if output.output_type == "error" and output.ename == "CheckFailure":
+                    long = [line for line in output.traceback if len(line) > WIDTH]
+                    assert not long, f"{name}: diagnosis lines over {WIDTH} columns: {long}"
+
+
+def test_nbgrader_validate_shows_whole_diagnoses(trip):
+    """`nbgrader validate` (the Validate button) cuts error lines at 90 characters: the diagnosis
+    of a planted bug reaches the student whole. Run outside the course directory, as a student's
+    server runs it, without the course's wider `c.Validator.width`."""
+    import subprocess
+
+    from course_utils.checks.mistakes import MISTAKES
+
+    name = next(n for n in trip.notebooks if _planted(trip, n)[1] is not None)
+    bug = _planted(trip, name)[1]
+    done = subprocess.run(
+        ["nbgrader", "validate", str(trip.course / "submitted" / "buggy" / rt.ASSIGNMENT / name)],
+        cwd=trip.course / "submitted",
+        env=rt.nbgrader_env(),
+        capture_output=True,
+        text=True,
+    )
+    shown = _plain(done.stdout)
+    assert "VALIDATION FAILED" in shown, done.stdout + done.stderr
+    mistake = MISTAKES[bug.mistake]
+    for chunk in re.split(r"\{\w+\}", mistake.diagnosis) + [mistake.hint]:
+        if len(chunk.strip()) > 15:
+            assert _plain(chunk) in shown, f"{name}: validate lost {chunk!r}:\n{done.stdout}"
