@@ -77,7 +77,9 @@ def test_a_patch_made_while_the_check_runs_is_named(tmp_path):
 
 def test_diagnoses_are_wrapped_for_the_feedback_page_and_nbgrader_validate():
     text = "word " * 60 + "\n\nHint: " + "more " * 40
-    assert all(len(line) <= feedback.WIDTH < 90 - 3 for line in feedback.wrap(text).split("\n"))
+    assert all(
+        len(line) <= feedback.WIDTH <= 90 - 3 - 4 for line in feedback.wrap(text).split("\n")
+    )
 
 
 def test_the_feedback_table_names_each_check():

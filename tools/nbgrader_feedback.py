@@ -15,7 +15,7 @@ import re
 import textwrap
 from pathlib import Path
 
-WIDTH = 86  # under nbgrader validate's 90 columns, with its 4-space indent
+WIDTH = 80  # nbgrader validate cuts lines at 87 columns, after its 4-space indent
 TEMPLATES = Path(__file__).resolve().parent / "nbgrader_templates"
 
 

@@ -27,7 +27,7 @@ class CheckFailure(AssertionError):
         if hint:
             text += f"\n\nHint: {hint}"
         if os.environ.get("NBGRADER_EXECUTION"):  # nbgrader validate cuts lines at 90 characters
-            text = "\n".join(textwrap.fill(p, 86, break_on_hyphens=False) for p in text.split("\n"))
+            text = "\n".join(textwrap.fill(p, 80, break_on_hyphens=False) for p in text.split("\n"))
         super().__init__(text)
 
 
