@@ -34,7 +34,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import course_utils
-from course_utils.checks._engine.core import CheckFailure, fail_with, shown
+from course_utils.checks._engine.core import Check, CheckFailure, shown
 
 # A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
 SHORTCUTS = {
@@ -181,7 +181,7 @@ def guard(check):
         given = args[0] if args else next(iter(kwargs.values()), None)
         how = handed_in(given, chapter)
         if how is not None:
-            raise fail_with(name, "course_code_handed_in", shown=shown(given), how=how)
+            raise Check(name).bug("course_code_handed_in", shown=shown(given), how=how)
         watch = _Watch(
             course_code(chapter)[1], forbidden, getattr(_unwrap(given), "__name__", None)
         )
@@ -193,15 +193,13 @@ def guard(check):
             except CheckFailure as exc:
                 failure = exc
         if watch.delegated:
-            raise fail_with(
-                name,
+            raise Check(name).bug(
                 "course_code_handed_in",
                 shown=shown(given),
                 how=f" (it calls the course's {watch.delegated} to do the work)",
             )
         if watch.shortcut:
-            raise fail_with(
-                name,
+            raise Check(name).bug(
                 "shortcut_not_allowed",
                 function=watch.shortcut,
                 chapter=f"chapter {chapter[2:]}",
