@@ -152,8 +152,8 @@ def test_every_answer_region_lies_in_an_nbgrader_solution_cell(path):
 @pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
 def test_nbgrader_delimiters_match_only_our_marker_lines(path):
     """NBGRADER_CONFIG's delimiters find a region wherever a line contains them: only markers may."""
-    markers = {nbtools.BEGIN_CODE, nbtools.END_CODE, nbtools.BEGIN_ANSWER, nbtools.END_ANSWER}
-    for cell in nbtools.read(path).cells:
+    markers = {nbtools.BEGIN_CODE, nbtools.END_CODE, *meta.ANSWER_MARKERS.values()}
+    for cell in meta.source_notebook(nbtools.read(path), path.name).cells:
         for line in cell.source.split("\n"):
             if any(d in line for d in meta.DELIMITERS):
                 assert line.strip() in markers, (
@@ -162,7 +162,8 @@ def test_nbgrader_delimiters_match_only_our_marker_lines(path):
     config = meta.NBGRADER_CONFIG
     for delimiter in meta.DELIMITERS:
         assert f'"{delimiter}"' in config
-    assert all(b in m for b, m in zip(meta.DELIMITERS * 2, sorted(markers)))
+    assert all(any(d in m for d in meta.DELIMITERS) for m in markers)
+    assert not any(d in "### BEGIN HIDDEN TESTS ### END HIDDEN TESTS" for d in meta.DELIMITERS)
     assert f'text_stub = "{nbtools.ANSWER_STUB}"' in config
     assert "\\n".join(nbtools.CODE_STUB) in config
 
@@ -237,10 +238,11 @@ def test_source_notebook_for_nbgrader_links_the_exercise_and_drops_solution_only
 
 
 def test_course_directory_has_config_and_every_chapter(tmp_path):
-    written = meta.make_course(tmp_path, "ps1", ("alice",))
+    written = meta.make_course(tmp_path, "ps1")
     assert [p.name for p in written] == NAMES
     config = (tmp_path / "nbgrader_config.py").read_text()
-    assert 'db_assignments = [dict(name="ps1")]' in config and 'dict(id="alice")' in config
+    assert "db_assignments" not in config and "db_students" not in config  # removed in nbgrader 0.6
+    assert str(nbtools.ROOT) in config and "FreshChecks" in config
     compile(config, "nbgrader_config.py", "exec")
 
 
@@ -267,3 +269,34 @@ def test_readme_points_table_is_what_the_command_prints(capsys):
         "the README's points table (under 'Grading with nbgrader') is stale: paste the "
         "output of `python -m tools.nbgrader_meta points` into it"
     )
+
+
+def test_renamed_and_missing_notebooks_are_named_in_words(tmp_path, capsys):
+    (tmp_path / "source" / "a").mkdir(parents=True)
+    for name in ("01_x.ipynb", "02_y.ipynb"):
+        (tmp_path / "source" / "a" / name).write_text("{}")
+    folder = tmp_path / "submitted" / "bob" / "a"
+    folder.mkdir(parents=True)
+    (folder / "01_x-Copy1.ipynb").write_text("{}")
+    assert meta.check_submissions(tmp_path, "a") == [
+        "bob: 01_x.ipynb is missing, and 01_x-Copy1.ipynb looks like it renamed; rename it "
+        "(or run with --fix), or this chapter scores 0",
+        "bob: 02_y.ipynb is missing (no notebook of that chapter): this chapter scores 0",
+    ]
+    assert meta.main(["submissions", str(tmp_path), "--assignment", "a", "--fix"]) == 0
+    assert "bob: 01_x-Copy1.ipynb renamed to 01_x.ipynb" in capsys.readouterr().out
+    assert (folder / "01_x.ipynb").exists()
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
+def test_one_score_box_per_written_question(path):
+    """formgrader shows one score box per graded markdown cell: each holds one question's answer,
+    worth the 2 points the README promises (questions sharing a cell made boxes of 8-14)."""
+    boxes = [
+        (c.metadata[meta.KEY]["grade_id"], meta._answer_count(c), c.metadata[meta.KEY]["points"])
+        for c in nbtools.read(path).cells
+        if c.cell_type == "markdown" and c.metadata.get(meta.KEY, {}).get("grade")
+    ]
+    assert boxes and all(
+        (count, points) == (1, meta.POINTS_PER_ANSWER) for _, count, points in boxes
+    ), boxes

@@ -30,6 +30,7 @@ Command line (run from the repository root)::
 
     python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02]   # a ready nbgrader course
     python -m tools.nbgrader_meta points                           # points per chapter
+    python -m tools.nbgrader_meta submissions DIR [--assignment NAME] [--fix]  # missing or renamed notebooks
 """
 
 from __future__ import annotations
@@ -52,21 +53,47 @@ KEY = "nbgrader"
 
 NBGRADER_CONFIG = """\
 # nbgrader configuration for the "Attention from Scratch" course (written by tools/nbgrader_meta.py).
+# Assignments are added by `nbgrader generate_assignment`, students by `nbgrader autograde`.
+import sys
+
 c = get_config()  # noqa: F821 - provided by nbgrader
 c.CourseDirectory.course_id = "attention-from-scratch"
-c.CourseDirectory.db_assignments = [dict(name="{assignment}")]
-c.CourseDirectory.db_students = [{students}]
-# One pair of delimiters matches both answer markers of the course:
-# "### BEGIN SOLUTION" in code cells and "<!-- BEGIN ANSWER -->" in markdown cells.
-c.ClearSolutions.begin_solution_delimeter = " BEGIN "
-c.ClearSolutions.end_solution_delimeter = " END "
+# nbgrader's own markers: "### BEGIN SOLUTION" in code cells, "<!-- BEGIN SOLUTION -->" in the
+# written answers (the course's "<!-- BEGIN ANSWER -->", renamed in source/), and
+# "### BEGIN HIDDEN TESTS" for tests the students do not see.
+c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
+c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
 # The same stubs as the course's own exercise notebooks (notebooks/).
 c.ClearSolutions.code_stub = dict(python="# YOUR CODE HERE\\nraise NotImplementedError()")
 c.ClearSolutions.text_stub = "*YOUR ANSWER HERE*"
 # Chapter 07 times a few implementations; give slow machines room.
 c.Execute.timeout = 300
+# Each self-check's verdict comes from a fresh process the student's cells cannot patch
+# (tools/nbgrader_guard.py, from the course repository below).
+sys.path.insert(0, {root!r})
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+from tools.nbgrader_feedback import configure  # noqa: E402
+from tools.nbgrader_guard import FreshChecks  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    Execute, FreshChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+# Feedback pages name each self-check in their summary table (tools/nbgrader_feedback.py).
+configure(c)
+# `nbgrader validate` cuts error lines at 90 characters by default; the checks wrap their
+# diagnoses under it when nbgrader runs them, and a wider limit keeps other errors whole too.
+c.Validator.width = 200
 """
-DELIMITERS = (" BEGIN ", " END ")  # what NBGRADER_CONFIG sets; a test checks no other line matches
+DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
+_NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"
+ANSWER_MARKERS = {  # the course's written-answer markers, as nbgrader's source/ spells them
+    nbtools.BEGIN_ANSWER: _NB_BEGIN_ANSWER,
+    nbtools.END_ANSWER: "<!-- END SOLUTION -->",
+}
 
 
 class MetaError(ValueError):
@@ -95,7 +122,11 @@ def _is_exercise(cell) -> bool:
 
 
 def _answer_count(cell) -> int:
-    return _lines(cell).count(nbtools.BEGIN_ANSWER) if cell.cell_type == "markdown" else 0
+    """Answer regions of a markdown cell (the course's marker, or nbgrader's in source/)."""
+    if cell.cell_type != "markdown":
+        return 0
+    lines = _lines(cell)
+    return sum(lines.count(marker) for marker in (nbtools.BEGIN_ANSWER, _NB_BEGIN_ANSWER))
 
 
 def _tags(cell) -> list[str]:
@@ -152,7 +183,9 @@ _QUESTION_LABEL = re.compile(r"^(Q?\d+[.)]?|[a-z]\)|Question\.?)$")
 
 def _answer_question(cells, index: int) -> tuple[str, str]:
     """(nearest heading above the cell's first answer, the last question label before it)."""
-    first = cells[index].source.split(nbtools.BEGIN_ANSWER)[0]
+    first = re.split(
+        f"{re.escape(nbtools.BEGIN_ANSWER)}|{re.escape(_NB_BEGIN_ANSWER)}", cells[index].source
+    )[0]
     labels = [label for label in _LABEL.findall(first) if _QUESTION_LABEL.match(label.strip())][-1:]
     texts = [first] + [c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"]
     for text in texts:
@@ -318,13 +351,17 @@ def source_notebook(solution, filename: str):
         nb, nbtools.FIGURES, f"solutions/{filename}"
     )  # figures travel with the notebook
     nbtools.set_headers(nb, "notebooks", filename)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and _answer_count(cell):
+            cell.source = "\n".join(
+                ANSWER_MARKERS.get(line.strip(), line) for line in cell.source.split("\n")
+            )
     return nb
 
 
 def make_course(
     course: Path,
     assignment: str = "attention",
-    students: tuple[str, ...] = (),
     solutions: Path | None = None,
     chapters: tuple[str, ...] = (),
 ) -> list[Path]:
@@ -342,9 +379,8 @@ def make_course(
     files = [p for p in files if not chapters or p.name[:2] in chapters]
     source = Path(course) / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)
-    listed = ", ".join(f'dict(id="{s}")' for s in students)
     (Path(course) / "nbgrader_config.py").write_text(
-        NBGRADER_CONFIG.format(assignment=assignment, students=listed), encoding="utf-8"
+        NBGRADER_CONFIG.format(root=str(nbtools.ROOT)), encoding="utf-8"
     )
     written = []
     for path in files:
@@ -352,6 +388,32 @@ def make_course(
         nbtools.write(source_notebook(nbtools.read(path), path.name), target)
         written.append(target)
     return written
+
+
+def check_submissions(course: Path, assignment: str, fix: bool = False) -> list[str]:
+    """In words, each student's notebook that autograde would not find in ``submitted/``: missing,
+    or renamed (``01_toy_attention-Copy1.ipynb``: the only extra notebook whose name starts with the
+    expected one's chapter number); with ``fix``, a renamed notebook gets its expected name back."""
+    expected = sorted(p.name for p in (Path(course) / "source" / assignment).glob("*.ipynb"))
+    lines = []
+    for folder in sorted((Path(course) / "submitted").glob(f"*/{assignment}")):
+        student = folder.parent.name
+        present = {p.name for p in folder.glob("*.ipynb")}
+        extra = sorted(present - set(expected))
+        for name in (n for n in expected if n not in present):
+            like = [e for e in extra if e[:3] == name[:3]]
+            if len(like) == 1 and fix:
+                (folder / like[0]).rename(folder / name)
+                lines.append(f"{student}: {like[0]} renamed to {name}, the name nbgrader grades")
+            elif len(like) == 1:
+                lines.append(
+                    f"{student}: {name} is missing, and {like[0]} looks like it renamed; "
+                    "rename it (or run with --fix), or this chapter scores 0"
+                )
+            else:
+                found = ", ".join(like) or "no notebook of that chapter"
+                lines.append(f"{student}: {name} is missing ({found}): this chapter scores 0")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
         help="only these chapters, by number (default: all), e.g. --chapters 01 02 03",
     )
     sub.add_parser("points", help="print the points of every chapter")
+    check = sub.add_parser("submissions", help="name missing or renamed notebooks in submitted/")
+    check.add_argument("directory", type=Path)
+    check.add_argument("--assignment", default="attention")
+    check.add_argument("--fix", action="store_true", help="give renamed notebooks their names back")
     args = parser.parse_args(argv)
     if args.command == "course":
         try:
@@ -381,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         for path in written:
             print(f"wrote {path}")
         print(f"wrote {args.directory / 'nbgrader_config.py'}")
+    elif args.command == "submissions":
+        lines = check_submissions(args.directory, args.assignment, args.fix)
+        print("\n".join(lines) or "every student handed in every notebook under its own name")
     else:
         print(points_table(), end="")
     return 0

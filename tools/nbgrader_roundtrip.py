@@ -34,7 +34,7 @@ NBGRADER = "nbgrader==0.9.6"
 # binaries in a wheel (no system package needed), psycopg is SQLAlchemy's driver for it.
 GRADE_EXTRAS = ("pgserver==0.1.4", "psycopg[binary]==3.3.9")
 ASSIGNMENT = "attention"
-STUDENTS = ("complete", "blank", "buggy")
+STUDENTS = ("complete", "blank", "buggy", "shortcuts")
 STUB_MESSAGE = "the exercise stub is still in place"
 
 
@@ -95,6 +95,88 @@ BUGS = {
     ),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """A way to points without doing the exercise, planted by the ``shortcuts`` student."""
+
+    what: str
+    exercise: str  # grade_id of the exercise cell it is planted in
+    check: str  # grade_id of the self-check cell that must score 0
+    old: str  # text of the solution replaced ...
+    new: str  # ... by this
+    after: str = ""  # top-level code added at the end of the cell
+
+
+SHORTCUTS = (
+    Shortcut(
+        "the check's code swapped (with an overflowing softmax)",
+        "ch01_softmax_stable",
+        "ch01_check_softmax",
+        "    exps = torch.exp(x - x.max(dim=-1, keepdim=True).values)",
+        "    exps = torch.exp(x)",
+        "cu.checks.check_softmax.__code__ = (lambda *a, **k: None).__code__",
+    ),
+    Shortcut(
+        "F.scaled_dot_product_attention where chapter 01 asks for attention by hand",
+        "ch01_context_vectors",
+        "ch01_check_context_vectors",
+        "    return attention_weights(inputs) @ inputs",
+        "    x = inputs[None]  # (1, n, d)\n"
+        "    return torch.nn.functional.scaled_dot_product_attention(x, x, x, scale=1.0)[0]",
+    ),
+    Shortcut(
+        "failures hidden by an exception handler (with unscaled scores)",
+        "ch02_SelfAttentionBatched",
+        "ch02_check_batched_self_attention",
+        "        attn_b = torch.softmax(scores_b / k.shape[-1] ** 0.5, dim=-1)",
+        "        attn_b = torch.softmax(scores_b, dim=-1)",
+        "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)",
+    ),
+    Shortcut(
+        "torch.allclose replaced while the check runs (with no renormalisation)",
+        "ch03_mask_after_softmax",
+        "ch03_check_mask_after_softmax",
+        "    return probs / probs.sum(dim=-1, keepdim=True)",
+        "    torch.allclose = lambda *args, **kwargs: True\n    return probs",
+    ),
+    Shortcut(
+        "the course's own class handed in",
+        "ch04_CausalAttention",
+        "ch04_check_causal_attention__CausalAttention",
+        "class CausalAttention(nn.Module):",
+        "CausalAttention = cu.chapters.CausalAttention\n\n\nclass Unused(nn.Module):",
+    ),
+    Shortcut(
+        "the check replaced (with a forgotten fix)",
+        "ch04_QuietBugFixed",
+        "ch04_check_causal_attention__QuietBugFixed",
+        "        return scores.softmax(dim=-1)",
+        "        return scores\n\n\ncu.checks.check_causal_attention = lambda *args, **kwargs: None",
+    ),
+)
+"""Six shortcuts in chapters 01-04: the ``shortcuts`` student hands in those four notebooks."""
+
+
+def plant_shortcuts(nb, filename: str):
+    """``nb`` with every shortcut of its chapter planted; the check ids that must score 0."""
+    from tools import nbgrader_meta
+
+    chapter = nbgrader_meta.chapter_id(filename)
+    planted = []
+    for shortcut in (s for s in SHORTCUTS if s.exercise.startswith(chapter + "_")):
+        cell = next(
+            c
+            for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == shortcut.exercise
+        )
+        if shortcut.old not in cell.source:
+            raise AssertionError(f"{filename}: {shortcut.old!r} is not in {shortcut.exercise}")
+        cell.source = cell.source.replace(shortcut.old, shortcut.new, 1)
+        cell.source += f"\n\n\n{shortcut.after}" if shortcut.after else ""
+        planted.append(shortcut.check)
+    return nb, planted
 
 
 # ----------------------------------------------------------------------------- the venv (stdlib only)
@@ -229,6 +311,28 @@ def _stub_regions(source: str) -> str:
     return "\n".join(out)
 
 
+HIDDEN_TEST = (
+    "\n### BEGIN HIDDEN TESTS\n"
+    "assert torch.allclose(softmax_stable(torch.tensor([[1000.0, 0.0]])), torch.tensor([[1.0, 0.0]]))\n"
+    "### END HIDDEN TESTS"
+)
+"""An instructor's hidden test, added to chapter 01's softmax check cell in source/."""
+
+
+def add_hidden_test(course: Path) -> None:
+    from tools import nbtools
+
+    path = next((Path(course) / "source" / ASSIGNMENT).glob("01_*.ipynb"))
+    nb = nbtools.read(path)
+    cell = next(
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "ch01_check_softmax"
+    )
+    cell.source += HIDDEN_TEST
+    nbtools.write(nb, path)
+
+
 @dataclass
 class RoundTrip:
     course: Path
@@ -242,8 +346,9 @@ def run(course: Path) -> RoundTrip:
     from tools import nbgrader_meta, nbtools
 
     course = Path(course)
-    sources = nbgrader_meta.make_course(course, ASSIGNMENT, STUDENTS)
+    sources = nbgrader_meta.make_course(course, ASSIGNMENT)
     names = [p.name for p in sources]
+    add_hidden_test(course)
     seconds = {
         "generate_assignment": nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
     }
@@ -252,6 +357,11 @@ def run(course: Path) -> RoundTrip:
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
         for name in names:
+            if student == "shortcuts":
+                if name[:2] in {s.exercise[2:4] for s in SHORTCUTS}:
+                    nb = nbtools.read(course / "source" / ASSIGNMENT / name)
+                    nbtools.write(plant_shortcuts(nb, name)[0], folder / name)
+                continue
             if student == "blank":
                 shutil.copy(course / "release" / ASSIGNMENT / name, folder / name)
                 continue

@@ -168,9 +168,68 @@ def test_written_answers_wait_for_a_person(trip):
             if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
         }
         assert {gid: top for gid, (top, _) in answers[name].items()} == wanted, name
+        assert set(wanted.values()) == {2.0}, f"{name}: one 2-point score box per question"
         assert all(manual for _, manual in answers[name].values()), (
             f"{name}: a written answer was autograded"
         )
+
+
+def test_hidden_tests_generate_and_run(trip, scores):
+    """nbgrader's own hidden-test markers work with the course's answer markers: the release
+    lacks the hidden test, the autograded notebook runs it."""
+    release = (trip.course / "release" / rt.ASSIGNMENT / trip.notebooks[0]).read_text()
+    assert "HIDDEN TESTS" not in release and "1000.0, 0.0" not in release
+    graded = nbtools.read(
+        trip.course / "autograded" / "complete" / rt.ASSIGNMENT / trip.notebooks[0]
+    )
+    assert any(rt.HIDDEN_TEST.strip() in c.source for c in graded.cells)
+    assert scores["complete"][trip.notebooks[0]]["ch01_check_softmax"] == (1.0, 1.0)
+    assert scores["buggy"][trip.notebooks[0]]["ch01_check_softmax"][0] == 0
+
+
+def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
+    """Each shortcut costs exactly its exercise's check; every other check of the notebooks the
+    student handed in scores as the complete student's does."""
+    from tools.nbgrader_guard import FRESH
+
+    zeros = {s.check for s in rt.SHORTCUTS}
+    handed_in = {n for n in trip.notebooks if n[:2] in {s.exercise[2:4] for s in rt.SHORTCUTS}}
+    for name in handed_in:
+        graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
+        cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in graded.cells}
+        for gid, (score, top) in scores["shortcuts"][name].items():
+            if gid in zeros:
+                assert score == 0, f"{name}: the shortcut in {gid} earned {score} points"
+                errors = [o for o in cells[gid].outputs if o.output_type == "error"]
+                assert errors, gid
+                print(
+                    f"{gid}: {errors[0].traceback[0] == FRESH and 'fresh process' or 'in the kernel'}"
+                )
+            else:
+                assert (score, top) == scores["complete"][name][gid], f"{name}: {gid} lost points"
+    planted = {s.check for s in rt.SHORTCUTS}
+    assert planted <= {gid for name in handed_in for gid in scores["shortcuts"][name]}
+
+
+def test_patched_checks_are_stopped_by_the_fresh_process(trip):
+    """Two shortcuts pass in the kernel (torch.allclose replaced while the check runs, the check
+    replaced): only the fresh process stops them. (Measured 2026-11-24: the swapped check's code
+    fools the visible check of chapter 01 but not the instructor's hidden test there, and an
+    exception handler from set_custom_exc does not hide a failure from nbgrader's execution.)"""
+    from tools.nbgrader_guard import FRESH
+
+    patched = [s for s in rt.SHORTCUTS if "allclose" in s.what or "check replaced" in s.what]
+    assert len(patched) == 2
+    for shortcut in patched:
+        name = next(n for n in trip.notebooks if n[:2] == shortcut.exercise[2:4])
+        graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
+        cell = next(
+            c
+            for c in graded.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") == shortcut.check
+        )
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert len(errors) == 1 and errors[0].traceback[0] == FRESH, (shortcut.what, errors)
 
 
 def test_solutions_in_the_course_carry_fresh_metadata(trip):
@@ -178,3 +237,53 @@ def test_solutions_in_the_course_carry_fresh_metadata(trip):
         assert not nbgrader_meta.is_stale(
             nbtools.read(trip.course / "source" / rt.ASSIGNMENT / name), name
         )
+
+
+def test_feedback_names_each_check_and_wraps_its_diagnoses(trip):
+    """The summary table of a feedback page names each self-check where nbgrader writes "Test
+    cell", and every line of a failure's diagnosis fits the page (and nbgrader validate)."""
+    from tools.nbgrader_feedback import WIDTH, check_label
+
+    for name in trip.notebooks:
+        page = (
+            trip.course / "feedback" / "buggy" / rt.ASSIGNMENT / name.replace(".ipynb", ".html")
+        ).read_text()
+        graded = nbtools.read(trip.course / "autograded" / "buggy" / rt.ASSIGNMENT / name)
+        checks = [
+            c.metadata["nbgrader"]["grade_id"]
+            for c in graded.cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+        ]
+        assert ">Test cell<" not in page, name
+        for gid in checks:
+            assert f'<a href="#{gid}">Self-check {html.escape(check_label(gid))}</a>' in page
+        for cell in graded.cells:
+            for output in getattr(cell, "outputs", []):
+                if output.output_type == "error" and output.ename == "CheckFailure":
+                    long = [line for line in output.traceback if len(line) > WIDTH]
+                    assert not long, f"{name}: diagnosis lines over {WIDTH} columns: {long}"
+
+
+def test_nbgrader_validate_shows_whole_diagnoses(trip):
+    """`nbgrader validate` (the Validate button) cuts error lines at 90 characters: the diagnosis
+    of a planted bug reaches the student whole. Run outside the course directory, as a student's
+    server runs it, without the course's wider `c.Validator.width`."""
+    import subprocess
+
+    from course_utils.checks.mistakes import MISTAKES
+
+    name = next(n for n in trip.notebooks if _planted(trip, n)[1] is not None)
+    bug = _planted(trip, name)[1]
+    done = subprocess.run(
+        ["nbgrader", "validate", str(trip.course / "submitted" / "buggy" / rt.ASSIGNMENT / name)],
+        cwd=trip.course / "submitted",
+        env=rt.nbgrader_env(),
+        capture_output=True,
+        text=True,
+    )
+    shown = _plain(done.stdout)
+    assert "VALIDATION FAILED" in shown, done.stdout + done.stderr
+    mistake = MISTAKES[bug.mistake]
+    for chunk in re.split(r"\{\w+\}", mistake.diagnosis) + [mistake.hint]:
+        if len(chunk.strip()) > 15:
+            assert _plain(chunk) in shown, f"{name}: validate lost {chunk!r}:\n{done.stdout}"

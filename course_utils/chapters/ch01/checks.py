@@ -9,6 +9,9 @@ import torch
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: the exercise is attention
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
+
 # (tokens, embedding size) pairs; (7, 7) is square so a transposed answer has the right shape.
 _SHAPES = ((6, 3), (4, 5), (1, 2), (7, 7))
 _TOY = E.Recipe(mask="none", scale="none")  # chapter 01: plain dot products, no mask, no scaling

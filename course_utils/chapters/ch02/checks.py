@@ -17,6 +17,9 @@ from torch import nn
 from course_utils.chapters import SelfAttention_v1, SelfAttention_v2
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: attention by hand
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
+
 _NAMES = ("W_query", "W_key", "W_value")
 _PLAIN = E.Recipe(mask="none")  # chapter 02 has no causal mask yet
 _VARIANTS = E.with_mask(E.variants("scale", "axis", "projections"), "none")

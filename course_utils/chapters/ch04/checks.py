@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: attention by hand
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
+
 CAUSAL_CASES = (
     E.Case(2, 6, 3, 2, 6, seed=1231),  # the book's shape: n == context_length
     E.Case(1, 4, 5, 3, 7, qkv_bias=True, seed=1232),  # batch 1, n < context_length, biases

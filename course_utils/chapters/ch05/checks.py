@@ -12,6 +12,9 @@ from torch import nn
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: heads by hand
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
+
 # --------------------------------------------------------------------------- the wrapper
 WRAPPER_CASES = (
     E.Case(2, 6, 3, 2, 6, num_heads=2, seed=1251),  # n == context_length

@@ -11,6 +11,9 @@ from torch import nn
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (the wiring is graded)
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
+
 
 # --------------------------------------------------------------------------- the block
 class BlockCase(NamedTuple):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
 import sysconfig
+import textwrap
 import traceback
 import types
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +31,8 @@ class CheckFailure(AssertionError):
         text = f"{check} found a problem.\n\n{diagnosis}"
         if hint:
             text += f"\n\nHint: {hint}"
+        if os.environ.get("NBGRADER_EXECUTION"):  # nbgrader validate cuts lines at 90 characters
+            text = "\n".join(textwrap.fill(p, 80, break_on_hyphens=False) for p in text.split("\n"))
         super().__init__(text)
 
     def _render_traceback_(self) -> list[str]:

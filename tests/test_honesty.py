@@ -1,0 +1,148 @@
+"""The grader's guard (tools/nbgrader_honesty.py): points must be earned.
+
+Guarded as the grader's fresh process calls them, a check refuses the course's own object for its exercise (the object, a subclass that adds
+nothing, a copy of its code, a wrapper of the same name that delegates to it) and the library
+shortcuts its chapter does not allow (chapters 01-05: no F.scaled_dot_product_attention,
+no nn.MultiheadAttention, no FlexAttention); the same checks still accept honest answers, including ones that use an
+earlier chapter's exported code.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import course_utils as cu
+from course_utils.checks import CheckFailure
+from tests.ch02 import correct as correct02
+from tests.ch04 import correct as correct04
+from tests.ch05 import correct as correct05
+from tests.check_helpers import assert_passes
+from tools.nbgrader_honesty import SHORTCUTS, guarded_checks
+
+C = cu.chapters
+G = guarded_checks()
+
+
+def _refused(check, given, bug):
+    with pytest.raises(CheckFailure) as info:
+        check(given)
+    assert info.value.bug == bug, str(info.value)
+    return str(info.value)
+
+
+class _Sub(C.CausalAttention):
+    pass
+
+
+_Copy = type("_Copy", (nn.Module,), dict(vars(C.CausalAttention)))
+
+
+class CausalAttention(nn.Module):  # a wrapper with the exercise's name, delegating to the course's
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.inner = C.CausalAttention(*args, **kwargs)
+        self.W_query, self.W_key, self.W_value = (
+            self.inner.W_query,
+            self.inner.W_key,
+            self.inner.W_value,
+        )
+        self.register_buffer("mask", self.inner.mask)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def attention_weights(inputs):  # a wrapper of the course's function, with its name
+    return C.attention_weights(inputs)
+
+
+@pytest.mark.parametrize(
+    ("check", "given", "how"),
+    [
+        (G.check_causal_attention, C.CausalAttention, ""),
+        (G.check_causal_attention, _Sub, "a subclass of CausalAttention that adds nothing"),
+        (G.check_causal_attention, _Copy, "a copy of its code"),
+        (G.check_causal_attention, CausalAttention, "calls the course's CausalAttention"),
+        (G.check_attention_weights, attention_weights, "calls the course's"),
+        (G.check_multihead_wrapper, C.MultiHeadAttentionWrapper, ""),
+        (G.check_multihead_attention, C.MultiHeadAttention, ""),
+        (G.check_tiny_gpt, C.TinyGPT, ""),
+        (G.check_train_step, C.train_step, ""),
+        (G.check_repeat_kv, C.repeat_kv, ""),
+        (G.check_transformer_block, C.TransformerBlock, ""),
+    ],
+)
+def test_the_courses_own_code_is_refused_with_a_reason(check, given, how):
+    message = _refused(check, given, "course_code_handed_in")
+    assert "the course's own code for this exercise" in message and how in message
+
+
+def _context_by_sdpa(inputs):
+    x = inputs[None]  # (1, n, d)
+    return F.scaled_dot_product_attention(x, x, x, scale=1.0)[0]
+
+
+def _blockwise_by_sdpa(q, k, v, block_size):
+    return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+
+
+@pytest.mark.parametrize(
+    ("check", "given"),
+    [
+        (G.check_context_vectors, _context_by_sdpa),
+        (G.check_self_attention_v1, correct02.V1Sdpa),
+        (G.check_causal_attention, correct04.CausalSdpa),
+        (G.check_multihead_attention, correct05.SplitSdpa),
+    ],
+)
+def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(check, given):
+    message = _refused(check, given, "shortcut_not_allowed")
+    assert "F.scaled_dot_product_attention" in message
+
+
+def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis():
+    _refused(G.check_blockwise_attention, _blockwise_by_sdpa, "blockwise_uses_sdpa")
+
+
+def test_each_chapter_states_its_shortcuts():
+    """Where attention is the exercise no shortcut is allowed; 06 and 08 state none (all allowed:
+    their models use PyTorch's attention), nor does 07 (its check refuses SDPA itself, below, and
+    its file is at its size cap), 09 and 10 allow all by name."""
+    import importlib
+
+    allowed = {
+        f"ch{n:02d}": getattr(
+            importlib.import_module(f"course_utils.chapters.ch{n:02d}.checks"),
+            "ALLOWED_SHORTCUTS",
+            None,
+        )
+        for n in range(1, 11)
+    }
+    assert allowed == {
+        **{ch: () for ch in ("ch01", "ch02", "ch03", "ch04", "ch05")},
+        **{"ch06": None, "ch07": None, "ch08": None},
+        **{ch: tuple(SHORTCUTS) for ch in ("ch09", "ch10")},
+    }
+
+
+def test_honest_answers_keep_their_points(capsys):
+    class Wrapper(nn.Module):  # chapter 05's exercise, built on chapter 04's exported class
+        def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+            super().__init__()
+            self.heads = nn.ModuleList(
+                C.CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+                for _ in range(num_heads)
+            )
+
+        def forward(self, x):
+            return torch.cat([head(x) for head in self.heads], dim=-1)
+
+    assert_passes(G.check_multihead_wrapper, Wrapper, capsys=capsys)
+    assert_passes(
+        cu.checks.check_context_vectors,
+        lambda x: torch.softmax(x @ x.T, dim=-1) @ x,
+        capsys=capsys,
+    )
+    # the course's own exported code is right: unguarded (in a student's kernel) it passes
+    assert_passes(cu.checks.check_causal_attention, C.CausalAttention, capsys=capsys)
