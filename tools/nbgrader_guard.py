@@ -131,7 +131,7 @@ def preload() -> None:
     """What every fresh run needs, imported before any student code (runs no torch operation)."""
     import IPython.core.interactiveshell  # noqa: F401
     import matplotlib.pyplot as plt
-    import torch._dynamo  # noqa: F401 - torch wraps torch.manual_seed & co. on this first import
+    import torch.nn.attention.bias  # noqa: F401 - loads torch._dynamo, which wraps torch.manual_seed
 
     import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
     import course_utils.checks as checks

@@ -34,10 +34,8 @@ class DeviceMix(RuntimeError):
 
 
 def device_free(t: torch.Tensor) -> bool:
-    """An attention bias without a device (``causal_lower_right``): SDPA builds it on the query's
-    device (torch >= 2.2). Looked up among the modules already imported, never imported here:
-    ``torch.nn.attention.bias`` imports ``torch._dynamo``, seconds a check need not pay when no
-    student code made such a bias."""
+    """A device-free attention bias (``causal_lower_right``), looked up, never imported: its module
+    imports ``torch._dynamo``, seconds that no check should pay."""
     bias = sys.modules.get("torch.nn.attention.bias")
     return bias is not None and isinstance(t, getattr(bias, "CausalBias", ()))
 
