@@ -56,9 +56,6 @@ SMALL_FRAMES = {
     # explorer: its smallest text on screen in px, measured on 2026-11-25 (a ratchet: only goes up).
     # Their chapters' explorer.py and plotting.py's cell numbers (8 pt) are outside issue 26's
     # files: a font of f pt in a frame w inches wide is readable when f >= 9 * 72 * w / 844.
-    "query_explorer": 8.5,  # 11 in wide
-    "scaling_explorer": 8.5,  # 11 in
-    "mask_explorer": 8.9,  # 10.5 in
     "dropout_explorer": 7.8,  # 12 in
     "layer_explorer": 6.4,  # 10 in, tick labels of 31 positions at 5.5 pt
 }

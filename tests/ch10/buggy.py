@@ -173,7 +173,9 @@ def _interleave(even, odd):
 
 
 def phases_swapped(n, d):
-    # Written to the pattern of the paper's formula read with the indices exchanged: cos at 2i, sin at 2i + 1.
+    # Cos at 2i, sin at 2i + 1: `pe[:, 0::2] = torch.cos(...)`, `pe[:, 1::2] = torch.sin(...)` occurs in
+    # public code in the workplace's code index (a PositionalEncoding in a file named
+    # sign_lstm_attention.py; the index does not name its repository, searched 2026-11-25).
     a = _angles(n, d)
     return _interleave(torch.cos(a), torch.sin(a))
 

@@ -146,5 +146,5 @@ def query_explorer(inputs: torch.Tensor | None = None, labels: Sequence[str] | N
         draw_query,
         {"query": start},
         controls,
-        figsize=(11.0, 3.4),
+        figsize=(10.4, 3.4),
     )

@@ -154,4 +154,4 @@ def scaling_explorer(d_k: int = 16, seed: int = 0) -> None:
             ),
         }
 
-    explorer(scaling_data, draw_scaling, {"d_k": d_k, "seed": seed}, controls, figsize=(11.0, 3.4))
+    explorer(scaling_data, draw_scaling, {"d_k": d_k, "seed": seed}, controls, figsize=(10.4, 3.4))

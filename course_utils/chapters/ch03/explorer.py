@@ -135,5 +135,5 @@ def mask_explorer(scores: torch.Tensor | None = None, labels: Sequence[str] | No
         draw_mask,
         {"mode": MASK_MODES[1]},
         controls,
-        figsize=(10.5, 4.0),
+        figsize=(10.4, 4.0),
     )
