@@ -1,0 +1,296 @@
+"""Self-checks for chapter 11: the KV-cache byte count, MLA with a latent cache, its absorbed form.
+
+Each reference below is one small function whose keyword switches default to the right
+computation; every other switch value reproduces a catalogued mistake (``mistakes.txt`` beside this
+file), so a wrong answer is named by finding the switch that reproduces it on every case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import torch
+
+from course_utils.checks import _engine as E
+
+
+# --------------------------------------------------------------------------- kv_cache_bytes
+def cache_bytes(
+    layout,
+    context: int,
+    batch: int = 1,
+    bytes_per_value: int = 2,
+    *,
+    values: bool = True,
+    window: bool = True,
+    window_all: bool = False,
+    latent_per_head: bool = False,
+    latent_twice: bool = False,
+    rope_key: bool = True,
+    sharing: bool = True,
+    per_text: bool = True,
+) -> int:
+    """The bytes of ``batch`` caches of ``context`` tokens; the switches reproduce the slips."""
+    caches = layout.layers // (layout.layers_per_cache if sharing else 1)
+    if layout.latent_dim:
+        per_token = layout.latent_dim + (layout.rope_dim if rope_key else 0)
+        per_token *= (2 if latent_twice else 1) * (layout.kv_heads if latent_per_head else 1)
+    else:
+        per_token = (2 if values else 1) * layout.kv_heads * layout.head_dim
+    windowed = caches if (window_all and layout.window) else min(layout.windowed_caches, caches)
+    held = min(context, layout.window) if (window and layout.window) else context
+    tokens = windowed * held + (caches - windowed) * context
+    return (batch if per_text else 1) * tokens * per_token * bytes_per_value
+
+
+BYTES_BUGS = (
+    ("kv_values_forgotten", {"values": False}),
+    ("kv_window_ignored", {"window": False}),
+    ("kv_window_everywhere", {"window_all": True}),
+    ("kv_latent_per_head", {"latent_per_head": True}),
+    ("kv_latent_twice", {"latent_twice": True}),
+    ("kv_rope_key_forgotten", {"rope_key": False}),
+    ("kv_sharing_ignored", {"sharing": False}),
+    ("kv_batch_ignored", {"per_text": False}),
+)
+
+
+def _byte_cases():
+    """(layout name, layout, context, batch, bytes_per_value): every published layout, a shared
+    and a shared-and-windowed one, contexts inside and beyond the windows."""
+    chapter = E.chapters()
+    layouts = dict(chapter.PUBLISHED)
+    layouts["12 layers, pairs share"] = chapter.KVLayout(12, 4, 64, layers_per_cache=2)
+    layouts["12 layers, pairs share, windows"] = chapter.KVLayout(
+        12, 4, 64, window=256, windowed_caches=4, layers_per_cache=2
+    )
+    layouts["MLA, 4 kv heads, shared"] = chapter.KVLayout(
+        8, 4, 32, latent_dim=48, rope_dim=16, layers_per_cache=4
+    )
+    contexts = ((1, 1, 2), (300, 3, 2), (5_000, 2, 1), (131_072, 4, 4))
+    return [(name, lay, *c) for name, lay in layouts.items() for c in contexts]
+
+
+def _as_int(got) -> int | None:
+    """An integral number (int, integral float or one-element tensor) as an int, else None."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return None
+    return int(got) if float(got).is_integer() else None
+
+
+def check_kv_cache_bytes(fn) -> None:
+    """Check ``kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)``: the cache's bytes."""
+    __tracebackhide__ = True
+    name = "check_kv_cache_bytes"
+    E.ensure_callable(
+        name, fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)"
+    )
+    with E.isolated():
+        cases, answers = _byte_cases(), []
+        for label, layout, context, batch, size in cases:
+            what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
+            got = E.call(name, fn, layout, context, batch=batch, bytes_per_value=size, what=what)
+            number = _as_int(got)
+            if number is None:
+                raise E.fail_with(name, "kv_not_a_count", what=what, got=E.shown(got))
+            answers.append((what, number, layout, context, batch, size))
+        wrong = [a for a in answers if a[1] != cache_bytes(*a[2:])]
+        if not wrong:
+            E.passed(
+                name,
+                f"right on {len(cases)} cases: the six published layouts, sharing, "
+                "windows and a latent, at contexts from 1 to 131,072 tokens",
+            )
+            return
+        for bug, switch in BYTES_BUGS:  # the slip that reproduces every answer
+            if all(number == cache_bytes(*rest, **switch) for _, number, *rest in answers):
+                what, number, *rest = wrong[0]
+                raise E.fail_with(
+                    name, bug, f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
+                )
+        what, number, *rest = wrong[0]
+        raise E.fail_with(
+            name, "kv_count_wrong", f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
+        )
+
+
+# --------------------------------------------------------------------------- MLA
+def mla_reference(
+    x,
+    w,
+    cache=None,
+    *,
+    scale_rope: bool = True,
+    restart: bool = False,
+    top_left: bool = False,
+    no_rope: bool = False,
+    swap: bool = False,
+    transposed: bool = False,
+):
+    """MLA in float64 on the CPU, naive form, returning (out, (latent, rope_keys)).
+
+    swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
+    transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W."""
+    rope = E.chapters().apply_rope
+    x = x.detach().cpu().double()
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    W = {
+        f.name: getattr(w, f.name).detach().cpu().double()
+        for f in fields(w)
+        if f.name.startswith("w_")
+    }
+    start = 0 if cache is None else cache[0].shape[1]
+    positions = torch.arange(n) + (0 if restart else start)  # (n,)
+    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
+    if cache is not None:
+        latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
+    N, dc = latent.shape[1:]
+    w_k, w_v = (W["w_uv"], W["w_uk"]) if swap else (W["w_uk"], W["w_uv"])
+    if transposed:
+        k, v = (latent[:, None] @ m.view(h, dc, hd) for m in (w_k, w_v))  # (b, h, N, hd) each
+    else:
+        k, v = ((latent @ m.T).view(b, N, h, hd).transpose(1, 2) for m in (w_k, w_v))
+    q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
+    q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    scores = q @ k.mT + (0 if no_rope else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
+    scores = scores / math.sqrt(hd + dr if scale_rope else hd)
+    first = 0 if top_left else N - n
+    allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
+    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(b, n, h * hd) @ W["w_o"].T  # (b, n, d)
+    return out, (latent, rope_keys)
+
+
+MLA_BUGS = (
+    ("mla_absorbed_wrong_side", {"swap": True}),
+    ("mla_head_blocks_transposed", {"transposed": True}),
+    ("mla_rope_part_missing", {"no_rope": True}),
+    ("mla_scale_without_rope", {"scale_rope": False}),
+    ("mla_positions_restart", {"restart": True}),
+    ("mla_cache_mask_top_left", {"top_left": True}),
+)
+# (batch, d, heads, head_dim, latent, rope_dim, seed); the second has head_dim == latent width
+MLA_CASES = ((2, 16, 4, 8, 6, 4, 1101), (1, 12, 3, 4, 4, 2, 1102), (2, 20, 2, 6, 10, 6, 1103))
+STEPS = ((0, 3), (3, 4), (4, 6), (6, 7))  # a prompt of 3, then 1, 2 and 1 new tokens
+
+
+def _steps(run, x):
+    """Outputs of run(x_step, cache) over STEPS, joined, and the caches handed along."""
+    cache, outs, caches = None, [], []
+    for lo, hi in STEPS:
+        out, cache = run(x[:, lo:hi], cache)
+        outs.append(out)
+        caches.append(cache)
+    return torch.cat(outs, dim=1), caches
+
+
+def _check_cache(name, cache, what, b, N, dc, dr, hd, h, latent) -> None:
+    """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
+    ok_pair = isinstance(cache, (tuple, list)) and len(cache) == 2
+    if ok_pair and all(isinstance(t, torch.Tensor) for t in cache):
+        c, r = cache
+        if c.dim() == 4 or c.shape[-1] in (h * hd, 2 * h * hd) or (c.shape[-1] == hd != dc):
+            raise E.fail_with(
+                name, "mla_cache_after_up_projection", f"After {what}:", shape=tuple(c.shape), dc=dc
+            )
+        if tuple(c.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+            if not E.same(c.detach().cpu().double(), latent, atol=1e-4):
+                raise E.fail_with(name, "mla_cache_not_latent", f"After {what}:")
+            return
+    raise E.fail_with(
+        name,
+        "mla_cache_shape",
+        f"After {what}:",
+        got=E.shown(cache),
+        expected=f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))",
+    )
+
+
+def _check_mla(name: str, fn, form: str) -> None:
+    __tracebackhide__ = True
+    E.ensure_callable(name, fn, f"a function {form}(x, w, cache=None)")
+    chapter = E.chapters()
+    with E.isolated():
+        for b, d, h, hd, dc, dr, seed in MLA_CASES:
+            w = chapter.mla_weights(d, h, hd, dc, dr, seed=seed)
+            x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
+
+            def student(x_step, cache, w=w):
+                got = E.call_pure(name, fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
+                if not isinstance(got, (tuple, list)) or len(got) != 2:
+                    raise E.fail_with(name, "mla_not_a_pair", got=E.shown(got))
+                E.expect_tensor_output(name, got[0], f"{form}'s output", (b, x_step.shape[1], d))
+                return got
+
+            what = (
+                f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}, latent {dc}, rope {dr}"
+            )
+            out, cache = student(x, None)
+            ref, (latent, _) = mla_reference(x, w)
+            _check_cache(name, cache, what, b, 7, dc, dr, hd, h, latent)
+            candidates = [(bug, lambda s=s: mla_reference(x, w, **s)[0]) for bug, s in MLA_BUGS]
+            if not E.same(out.detach().cpu().double(), ref, atol=1e-4):
+                raise E.mismatch(name, out.detach().cpu().double(), ref, f"For {what}:", candidates)
+            stepwise, caches = _steps(student, x)
+            for (lo, hi), cache in zip(STEPS, caches):
+                _check_cache(
+                    name,
+                    cache,
+                    f"the step with tokens {lo} to {hi - 1}",
+                    b,
+                    hi,
+                    dc,
+                    dr,
+                    hd,
+                    h,
+                    latent[:, :hi],
+                )
+            got = stepwise.detach().cpu().double()
+            if not E.same(got, ref, atol=1e-4):
+                steps = [
+                    (bug, lambda s=s: _steps(lambda xs, c, s=s: mla_reference(xs, w, c, **s), x)[0])
+                    for bug, s in MLA_BUGS
+                ]
+                where = f"For {what}, run step by step ({', '.join(f'{hi - lo}' for lo, hi in STEPS)} tokens) with the cache:"
+                raise E.mismatch(name, got, ref, where, steps)
+            names = [f.name for f in fields(w) if f.name.startswith("w_")]
+            c0, c1 = (t.detach() for t in cache)
+
+            def rebuilt(x_new, c0, c1, *tensors, w=w):
+                parts = dict(
+                    zip(names, tensors), heads=w.heads, head_dim=w.head_dim, rope_dim=w.rope_dim
+                )
+                return fn(x_new, type(w)(**parts), (c0, c1))
+
+            moved = [x[:, -1:], c0, c1, *(getattr(w, n) for n in names)]
+            E.probe_device(
+                name,
+                None,
+                moved,
+                f"For {what}, with x, w and the cache on another device:",
+                fn=rebuilt,
+            )
+    E.passed(
+        name,
+        f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
+        "(3, 1, 2, 1 tokens), and caches the latent",
+    )
+
+
+def check_mla_attention(fn) -> None:
+    """Check ``mla_attention(x, w, cache=None) -> (out, (latent, rope_keys))``."""
+    __tracebackhide__ = True
+    _check_mla("check_mla_attention", fn, "mla_attention")
+
+
+def check_mla_absorbed(fn) -> None:
+    """Check ``mla_absorbed(x, w, cache=None)``: the same outputs and cache as MLA."""
+    __tracebackhide__ = True
+    _check_mla("check_mla_absorbed", fn, "mla_absorbed")
+
+
+__all__ = ["check_kv_cache_bytes", "check_mla_attention", "check_mla_absorbed"]
