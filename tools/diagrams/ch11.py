@@ -35,11 +35,10 @@ def draw_kv_wall_bytes() -> Figure:
 
 FIGURES = {
     "kv_wall_bytes": (
-        "Log-log lines of KV-cache size in GiB against context length from 256 to 131,072 tokens "
-        "for one text in 16-bit numbers: GPT-2 small, Llama 3 8B and Qwen3 8B grow in proportion to "
-        "the context; Mistral 7B flattens at its 4,096-token window; Gemma 3 1B bends once its 22 "
-        "windowed layers are full and grows only through its 4 full layers; DeepSeek-V3's latent "
-        "cache grows in proportion, about half of Llama 3 8B's. A dotted line marks 80 GiB.",
+        "Log-log lines of 16-bit KV-cache size against context length, 256 to 131,072 tokens, one "
+        "text: GPT-2 small, Llama 3 8B and Qwen3 8B grow in proportion; Mistral 7B flattens at its "
+        "4,096-token window; Gemma 3 1B bends once its 22 windowed layers are full; DeepSeek-V3's "
+        "latent cache grows at about half of Llama 3 8B's. A dotted line marks 80 GiB.",
         draw_kv_wall_bytes,
     ),
 }
