@@ -259,3 +259,30 @@ def test_one_thread_by_default_on_a_small_cpu():
     assert cli.default_threads("cpu", cores=8)[0] is None
     assert cli.default_threads("cuda", cores=2) == (None, "")
     assert cli.quick_config("cpu").threads == cli.default_threads("cpu")[0]
+
+
+def test_spreads_that_separate_by_chance_but_swap_places_round_by_round_are_not_ranked():
+    """Five rounds: a's quartiles lie below b's, yet in round four a was the slower (the load
+    hit a then): the rounds side by side do not confirm the order, so it is not claimed."""
+    a = rounds.spread([1.0, 1.1, 1.2, 2.5, 1.05])
+    b = rounds.spread([2.0, 2.2, 2.1, 2.3, 2.4])
+    assert a.q3 < b.q1 and not rounds.surely_faster(a, b)
+    ranking = rounds.rank({"a": a, "b": b})
+    assert ranking.tiers == (("a", "b"),) and not ranking.faster
+    assert ranking.text() == "[a, b]; [...]: not separable on this machine now"
+    clean = rounds.spread([1.0, 1.1, 1.2, 1.3, 1.25])  # faster in every round: ranked
+    assert rounds.surely_faster(clean, b) and rounds.rank({"a": clean, "b": b}).tiers == (
+        ("a",),
+        ("b",),
+    )
+
+
+def test_one_round_in_ten_may_disagree():
+    b = [2.0] * 20
+    a_one = [1.0] * 19 + [3.0]
+    a_three = [1.0] * 17 + [3.0] * 3
+    assert rounds.surely_faster(rounds.spread(a_one), rounds.spread(b))
+    assert not rounds.surely_faster(rounds.spread(a_three), rounds.spread(b))
+    # without the rounds (a CSV from before they were kept) the quartiles alone decide
+    bare = rounds.Spread(1.0, 1.0, 1.0, 20)
+    assert rounds.surely_faster(bare, rounds.Spread(2.0, 2.0, 2.0, 20))

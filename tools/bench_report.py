@@ -41,7 +41,7 @@ def groups_of(rows: Sequence) -> Groups:
     out: Groups = {}
     for r in rows:
         if r.status == "ok" and r.runs:
-            spread = rounds.Spread(r.median_ms, r.q1_ms, r.q3_ms, r.runs)
+            spread = rounds.Spread(r.median_ms, r.q1_ms, r.q3_ms, r.runs, parse_rounds(r.rounds_ms))
             out.setdefault((r.mode, r.seq_len), {})[r.variant] = spread
     return out
 
@@ -54,8 +54,15 @@ def read_groups(path: str | os.PathLike) -> Groups:
             if r["status"] == "ok" and int(r["runs"]):
                 numbers = (float(r[k]) for k in ("median_ms", "q1_ms", "q3_ms"))
                 key = (r["mode"], int(r["seq_len"]))
-                out.setdefault(key, {})[r["variant"]] = rounds.Spread(*numbers, int(r["runs"]))
+                per_round = parse_rounds(r.get("rounds_ms", ""))
+                spread = rounds.Spread(*numbers, int(r["runs"]), per_round)
+                out.setdefault(key, {})[r["variant"]] = spread
     return out
+
+
+def parse_rounds(text: str) -> tuple[float, ...]:
+    """The per-round times of a row's ``rounds_ms`` column ("1.25;1.31;..."), () where empty."""
+    return tuple(float(v) for v in text.split(";") if v.strip())
 
 
 def ranking_lines(groups: Groups) -> list[str]:

@@ -4,7 +4,9 @@ All the variants of one length and mode are timed in rounds: one block of calls 
 variant per round (A B C, then B C A, ...), so that a change in the machine's load during the
 measurement hits all of them alike. A variant's figure is the median of its rounds with
 their interquartile range (its *spread*); one variant is ranked before another only where
-the two spreads do not overlap, otherwise the pair is "not separable on this machine now".
+the two spreads do not overlap and, round by round, the first was the faster in all the rounds
+both were timed in (one in ten may disagree); otherwise the pair is "not separable on this
+machine now".
 Times relative to a baseline are taken round by round (the ratio within one round, where the
 load was the same), then summarised the same way.
 
@@ -17,7 +19,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -30,12 +32,15 @@ NOT_SEPARABLE = "not separable on this machine now"
 
 @dataclass(frozen=True)
 class Spread:
-    """The median of some samples and their interquartile range [q1, q3]."""
+    """The median of some samples and their interquartile range [q1, q3]; ``rounds``: the
+    samples themselves in round order, where known (a CSV written before they were kept has
+    none)."""
 
     median: float
     q1: float
     q3: float
     n: int
+    rounds: tuple[float, ...] = field(default=(), compare=False)
 
     @property
     def iqr(self) -> float:
@@ -44,18 +49,30 @@ class Spread:
 
 def spread(samples: Iterable[float]) -> Spread:
     """Median and quartiles (inclusive method) of the finite samples."""
-    values = [float(v) for v in samples if math.isfinite(v)]
+    given = tuple(float(v) for v in samples)
+    values = [v for v in given if math.isfinite(v)]
     if not values:
         raise CourseInputError("spread needs at least one finite sample, but got none.")
     if len(values) == 1:
-        return Spread(values[0], values[0], values[0], 1)
+        return Spread(values[0], values[0], values[0], 1, given)
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return Spread(statistics.median(values), q1, q3, len(values))
+    return Spread(statistics.median(values), q1, q3, len(values), given)
+
+
+DISAGREE = 0.1
+"""The share of shared rounds in which the variant ranked faster may have been the slower."""
 
 
 def surely_faster(a: Spread, b: Spread) -> bool:
-    """True when a's whole interquartile range lies below b's: a is ranked before b."""
-    return a.q3 < b.q1
+    """True when a's whole interquartile range lies below b's and, where both know their
+    rounds, a was faster than b in every round they share but at most one in ten: a is ranked
+    before b. The second test catches two spreads that separate by chance of the load, which
+    the rounds side by side show swapping places."""
+    if not a.q3 < b.q1:
+        return False
+    pairs = [(x, y) for x, y in zip(a.rounds, b.rounds) if math.isfinite(x) and math.isfinite(y)]
+    slower = sum(x >= y for x, y in pairs)
+    return slower <= math.floor(DISAGREE * len(pairs))
 
 
 @dataclass(frozen=True)
@@ -134,6 +151,13 @@ def rank(spreads: Mapping[str, Spread]) -> Ranking:
     faster = frozenset(
         (a, b) for a in spreads for b in spreads if a != b and surely_faster(spreads[a], spreads[b])
     )
+    merged: list[list[str]] = []
+    for tier in tiers:  # a gap in the ranges that the rounds do not confirm joins the tiers
+        if merged and not all((a, b) in faster for a in merged[-1] for b in tier):
+            merged[-1].extend(tier)
+        else:
+            merged.append(tier)
+    tiers = merged
     return Ranking(
         tuple(tuple(sorted(t, key=lambda name: spreads[name].median)) for t in tiers), faster
     )

@@ -124,7 +124,9 @@ class BenchRow:
     ``calls_per_round`` calls: the median time per call and its quartiles, the time relative to
     SDPA with ``is_causal=True`` (median and quartiles of the ratio within each round), ``rank``
     among the variants of its length and mode ("3-5" where the spreads allow several places),
-    ``gflops``, ``share_of_peak``. ``load_1min``: the load average when its rounds ended."""
+    ``gflops``, ``share_of_peak``. ``load_1min``: the load average when its rounds ended.
+    ``rounds_ms``: the time per call of each round, in round order (";"-separated), so that a
+    CSV read back ranks with the round-by-round test too."""
 
     variant: str
     label: str
@@ -162,6 +164,7 @@ class BenchRow:
     load_1min: float = math.nan
     torch_version: str = torch.__version__
     note: str = ""
+    rounds_ms: str = ""
 
 
 CSV_COLUMNS = tuple(f.name for f in fields(BenchRow))
@@ -373,6 +376,7 @@ def _measure_group(
                 continue
         s = spreads[row.variant] = rounds.spread(v * 1e3 for v in timed.samples[row.variant])
         row.median_ms, row.q1_ms, row.q3_ms, row.iqr_ms = s.median, s.q1, s.q3, s.iqr
+        row.rounds_ms = ";".join(f"{v:.6g}" for v in s.rounds)
         row.runs, row.calls_per_round = s.n, timed.number[row.variant]
         row.gflops = row.gflop / (row.median_ms / 1e3)
         row.share_of_peak = row.gflops / row.peak_gflops
