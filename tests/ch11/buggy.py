@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from course_utils.chapters import apply_rope, sliding_window_mask
 
@@ -222,4 +223,180 @@ MLA_BUGS = [
     (positions_restart, "mla_positions_restart"),
     (mask_top_left, "mla_cache_mask_top_left"),
     (cache_after_up_projection, "mla_cache_after_up_projection"),
+]
+
+
+# --------------------------------------------------------------------------- linear attention
+_LEFTOVER = {}
+
+
+def _linear(q, k, v, state=None, *, norm=True, before=False, keep=False, ignore_state=False):
+    """The recurrence, written token by token with one slip switched on."""
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    b, h, n, dk = q.shape
+    if keep and "S" in _LEFTOVER and _LEFTOVER["S"].shape == (b, h, dk, v.shape[-1]):
+        S, z = _LEFTOVER["S"], _LEFTOVER["z"]
+    elif state is None or ignore_state:
+        S, z = q.new_zeros(b, h, dk, v.shape[-1]), q.new_zeros(b, h, dk)
+    else:
+        S, z = state
+    outs = []
+    for t in range(n):
+        if before:
+            outs.append(
+                (fq[:, :, t, None] @ S).squeeze(-2) / (fq[:, :, t] * z).sum(-1, keepdim=True)
+            )
+        S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]
+        z = z + fk[:, :, t]
+        if not before:
+            top = (fq[:, :, t, None] @ S).squeeze(-2)
+            outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True) if norm else top)
+    if keep:
+        _LEFTOVER.update(S=S, z=z)
+    return torch.stack(outs, 2), (S, z)
+
+
+def linear_no_normaliser(q, k, v, state=None):
+    # Where from: the "unnormalised" linear attention many later models use (no denominator), given
+    # where the exercise asks for Katharopoulos et al.'s normalised form.
+    return _linear(q, k, v, state, norm=False)
+
+
+def linear_reads_before_write(q, k, v, state=None):
+    # Where from: the read-then-write order of an RNN cell carried over to the state update.
+    return _linear(q, k, v, state, before=True)
+
+
+def linear_state_kept(q, k, v, state=None):
+    # Where from: modelled on KV caches kept as module attributes (rasbt/LLMs-from-scratch
+    # ch04/03_kv-cache/gpt_with_kv_cache.py keeps cache_k and cache_v until reset_cache() is called):
+    # here the state lives in a module-level dict and a new text continues the old one.
+    return _linear(q, k, v, state, keep=True)
+
+
+def linear_state_ignored(q, k, v, state=None):
+    # Where from: a function that accepts state= for its signature and always starts from zeros.
+    return _linear(q, k, v, state, ignore_state=True)
+
+
+def _chunked(q, k, v, chunk, *, strict=False, state_first=False, overlap=False):
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    b, h, n, dk = q.shape
+    S, z, outs = q.new_zeros(b, h, dk, v.shape[-1]), q.new_zeros(b, h, dk), []
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        if state_first:
+            S, z = S + fk[:, :, lo:hi].mT @ v[:, :, lo:hi], z + fk[:, :, lo:hi].sum(2)
+        cq, ck = fq[:, :, lo:hi], fk[:, :, lo:hi]
+        scores = (cq @ ck.mT).tril(-1 if strict else 0) * (0 if state_first else 1)
+        outs.append(
+            (scores @ v[:, :, lo:hi] + cq @ S) / (scores.sum(-1, keepdim=True) + cq @ z[..., None])
+        )
+        if not state_first:
+            end = hi + 1 if overlap else hi
+            S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
+    return torch.cat(outs, 2)
+
+
+def chunk_diagonal_dropped(q, k, v, chunk):
+    # Where from: the strict mask of "earlier tokens only" (tril(-1)) used inside the chunk, as for the
+    # inter-chunk part, which holds only earlier chunks.
+    return _chunked(q, k, v, chunk, strict=True)
+
+
+def chunk_state_first(q, k, v, chunk):
+    # Where from: the state updated at the top of the loop body, the order of the recurrence of Exercise 4.
+    return _chunked(q, k, v, chunk, state_first=True)
+
+
+def chunk_boundary_off_by_one(q, k, v, chunk):
+    # Where from: an inclusive end index (lo:hi + 1) in the state update, the off-by-one of the chunk
+    # boundary the issue names.
+    return _chunked(q, k, v, chunk, overlap=True)
+
+
+def _delta(
+    q,
+    k,
+    v,
+    alpha,
+    beta,
+    state=None,
+    *,
+    gate_write=False,
+    ungated=False,
+    no_erase=False,
+    before=False,
+    transposed=False,
+    no_gate=False,
+):
+    b, h, n, dk = k.shape
+    S = k.new_zeros(b, h, v.shape[-1], dk) if state is None else state
+    outs = []
+    for t in range(n):
+        kt, vt = k[:, :, t], v[:, :, t]
+        a = 1.0 if no_gate else alpha[:, :, t, None, None]
+        bt = beta[:, :, t, None, None]
+        old = S
+        base = S if gate_write else a * S
+        err = vt - ((old if ungated else base) @ kt[..., None]).squeeze(-1)
+        write = vt if no_erase else err
+        outer = (
+            kt[..., :, None] * write[..., None, :]
+            if transposed
+            else write[..., :, None] * kt[..., None, :]
+        )
+        S = a * (S + bt * outer) if gate_write else base + bt * outer
+        outs.append(((old if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+    return torch.stack(outs, 2), S
+
+
+def delta_gate_on_write(q, k, v, alpha, beta, state=None):
+    # Where from: the gate written as a decay of the updated memory, S_t = alpha (S + write).
+    return _delta(q, k, v, alpha, beta, state, gate_write=True)
+
+
+def delta_erase_ungated(q, k, v, alpha, beta, state=None):
+    # Where from: the error v - S k computed once from the previous memory before the decay line.
+    return _delta(q, k, v, alpha, beta, state, ungated=True)
+
+
+def delta_no_erase(q, k, v, alpha, beta, state=None):
+    # Where from: gated linear attention's write (beta v k^T) in place of the delta rule's.
+    return _delta(q, k, v, alpha, beta, state, no_erase=True)
+
+
+def delta_reads_before_write(q, k, v, alpha, beta, state=None):
+    # Where from: the output read at the top of the loop, before the token's own write.
+    return _delta(q, k, v, alpha, beta, state, before=True)
+
+
+def delta_outer_transposed(q, k, v, alpha, beta, state=None):
+    # Where from: torch.outer(k, error) where the memory is (dv, dk).
+    return _delta(q, k, v, alpha, beta, state, transposed=True)
+
+
+def delta_gate_ignored(q, k, v, alpha, beta, state=None):
+    # Where from: plain DeltaNet (no gate), run with Gated DeltaNet's inputs.
+    return _delta(q, k, v, alpha, beta, state, no_gate=True)
+
+
+LINEAR_BUGS = [
+    (linear_no_normaliser, "linear_no_normaliser"),
+    (linear_reads_before_write, "linear_reads_before_write"),
+    (linear_state_kept, "recurrence_state_not_reset"),
+    (linear_state_ignored, "recurrence_state_ignored"),
+]
+CHUNK_BUGS = [
+    (chunk_diagonal_dropped, "chunk_diagonal_dropped"),
+    (chunk_state_first, "chunk_state_includes_chunk"),
+    (chunk_boundary_off_by_one, "chunk_boundary_counted_twice"),
+]
+DELTA_BUGS = [
+    (delta_gate_on_write, "delta_gate_on_write"),
+    (delta_erase_ungated, "delta_erase_ungated"),
+    (delta_no_erase, "delta_no_erase"),
+    (delta_reads_before_write, "delta_reads_before_write"),
+    (delta_outer_transposed, "delta_outer_transposed"),
+    (delta_gate_ignored, "delta_gate_ignored"),
 ]

@@ -88,3 +88,48 @@ def mla_absorbed_into_output(x, w, cache=None):
 
 BYTES_CORRECT = [bytes_by_loops, bytes_as_tensor]
 MLA_CORRECT = [mla_with_sdpa, mla_absorbed_into_output]
+
+
+def linear_by_cumsum(q, k, v, state=None):
+    """Every prefix state at once: cumulative sums of the outer products (plus the given state)."""
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    S = torch.cumsum(fk[..., :, None] * v[..., None, :], dim=2)  # (b, h, n, dk, dv)
+    z = torch.cumsum(fk, dim=2)  # (b, h, n, dk)
+    if state is not None:
+        S, z = S + state[0][:, :, None], z + state[1][:, :, None]
+    out = torch.einsum("bhnd,bhnde->bhne", fq, S) / (fq * z).sum(-1, keepdim=True)
+    return out, (S[:, :, -1], z[:, :, -1])
+
+
+def chunked_by_prefix_quadratic(q, k, v, chunk):
+    """Each chunk's queries against all keys up to the chunk's end, one rectangular masked product."""
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    n, outs = q.shape[2], []
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        scores = (fq[:, :, lo:hi] @ fk[:, :, :hi].mT).tril(lo)  # (b, h, c, hi): bottom-right causal
+        outs.append((scores @ v[:, :, :hi]) / scores.sum(-1, keepdim=True))
+    return torch.cat(outs, dim=2)
+
+
+def delta_as_householder(q, k, v, alpha, beta, state=None):
+    """The paper's product form, S (alpha (I - beta k k^T)) + beta v k^T, with explicit matrices."""
+    b, h, n, dk = k.shape
+    S = (
+        torch.zeros(b, h, v.shape[-1], dk, dtype=k.dtype, device=k.device)
+        if state is None
+        else state
+    )
+    eye = torch.eye(dk, dtype=k.dtype, device=k.device)
+    outs = []
+    for t in range(n):
+        kt = k[:, :, t, :, None]  # (b, h, dk, 1)
+        a, bt = alpha[:, :, t, None, None], beta[:, :, t, None, None]
+        S = S @ (a * (eye - bt * kt @ kt.mT)) + bt * v[:, :, t, :, None] @ kt.mT
+        outs.append(torch.einsum("bhek,bhk->bhe", S, q[:, :, t]))
+    return torch.stack(outs, dim=2), S
+
+
+LINEAR_CORRECT = [linear_by_cumsum]
+CHUNK_CORRECT = [chunked_by_prefix_quadratic]
+DELTA_CORRECT = [delta_as_householder]

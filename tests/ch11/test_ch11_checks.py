@@ -26,6 +26,23 @@ CHECKS = {
         buggy.MLA_BUGS,
     ),
 }
+CHECKS.update(
+    recurrent=(
+        cu.checks.check_linear_attention_recurrent,
+        [cu.chapters.linear_attention_recurrent, *correct.LINEAR_CORRECT],
+        buggy.LINEAR_BUGS,
+    ),
+    chunked=(
+        cu.checks.check_linear_attention_chunked,
+        [cu.chapters.linear_attention_chunked, *correct.CHUNK_CORRECT],
+        buggy.CHUNK_BUGS,
+    ),
+    delta=(
+        cu.checks.check_gated_delta_rule,
+        [cu.chapters.gated_delta_rule, *correct.DELTA_CORRECT],
+        buggy.DELTA_BUGS,
+    ),
+)
 RIGHT = [(check, fn) for check, rights, _ in CHECKS.values() for fn in rights]
 WRONG = [(check, fn, bug) for check, _, bugs in CHECKS.values() for fn, bug in bugs]
 

@@ -7,11 +7,14 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ..ch09 import apply_rope, sliding_window_mask
 
 __all__ = [
     "KVLayout", "PUBLISHED", "kv_cache_bytes", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
+    "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
+    "gated_delta_rule",
 ]
 
 
@@ -162,3 +165,65 @@ def mla_absorbed(x, w, cache=None):
     mixed = weights @ latent[:, None]  # (b, h, n, dc): weighted latents
     context = mixed @ w.w_uv.view(h, hd, dc).mT  # (b, h, n, hd)
     return context.transpose(1, 2).reshape(b, n, h * hd) @ w.w_o.T, (latent, rope_keys)
+
+
+def feature_map(x):
+    """elu(x) + 1: positive features, so every weight and every normaliser is > 0."""
+    return F.elu(x) + 1
+
+
+def linear_attention_quadratic(q, k, v):
+    """(b, h, n, dk), (b, h, n, dk), (b, h, n, dv) -> (b, h, n, dv): causal, through an (n, n) matrix."""
+    scores = (feature_map(q) @ feature_map(k).mT).tril()  # (b, h, n, n): the future set to 0
+    return (scores @ v) / scores.sum(dim=-1, keepdim=True)  # (b, h, n, dv)
+
+
+def linear_attention_recurrent(q, k, v, state=None):
+    """Causal linear attention one token at a time; returns (out, (S, z))."""
+    b, h, n, dk = q.shape
+    fq, fk = feature_map(q), feature_map(k)  # (b, h, n, dk) each
+    if state is None:
+        S = q.new_zeros(b, h, dk, v.shape[-1])  # (b, h, dk, dv)
+        z = q.new_zeros(b, h, dk)  # (b, h, dk)
+    else:
+        S, z = state
+    outs = []
+    for t in range(n):
+        S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]  # (b, h, dk, dv): + phi(k_t) v_t^T
+        z = z + fk[:, :, t]  # (b, h, dk)
+        top = (fq[:, :, t, None, :] @ S).squeeze(-2)  # (b, h, dv)
+        outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True))  # (b, h, dv)
+    return torch.stack(outs, dim=2), (S, z)
+
+
+def linear_attention_chunked(q, k, v, chunk):
+    """Causal linear attention in chunks: quadratic inside a chunk, a carried state between chunks."""
+    b, h, n, dk = q.shape
+    fq, fk = feature_map(q), feature_map(k)  # (b, h, n, dk) each
+    S = q.new_zeros(b, h, dk, v.shape[-1])  # (b, h, dk, dv): the chunks so far
+    z = q.new_zeros(b, h, dk)  # (b, h, dk)
+    outs = []
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]  # (b, h, c, dk|dv)
+        scores = (cq @ ck.mT).tril()  # (b, h, c, c)
+        top = scores @ cv + cq @ S  # (b, h, c, dv)
+        bottom = scores.sum(-1, keepdim=True) + (cq @ z[..., None])  # (b, h, c, 1)
+        outs.append(top / bottom)
+        S = S + ck.mT @ cv  # (b, h, dk, dv)
+        z = z + ck.sum(dim=2)  # (b, h, dk)
+    return torch.cat(outs, dim=2)  # (b, h, n, dv)
+
+
+def gated_delta_rule(q, k, v, alpha, beta, state=None):
+    """Gated DeltaNet's recurrence: decay by alpha, move S k towards v by beta, read S q."""
+    b, h, n, dk = k.shape
+    S = k.new_zeros(b, h, v.shape[-1], dk) if state is None else state  # (b, h, dv, dk)
+    outs = []
+    for t in range(n):
+        kt, vt = k[:, :, t], v[:, :, t]  # (b, h, dk), (b, h, dv)
+        S = alpha[:, :, t, None, None] * S  # (b, h, dv, dk): decay
+        error = vt - (S @ kt[..., None]).squeeze(-1)  # (b, h, dv): what S gets wrong for k_t
+        S = S + beta[:, :, t, None, None] * error[..., None] * kt[:, :, None, :]  # (b, h, dv, dk)
+        outs.append((S @ q[:, :, t, :, None]).squeeze(-1))  # (b, h, dv)
+    return torch.stack(outs, dim=2), S

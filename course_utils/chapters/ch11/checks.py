@@ -11,27 +11,21 @@ import math
 from dataclasses import fields
 
 import torch
+import torch.nn.functional as F
 
 from course_utils.checks import _engine as E
 
-
 # --------------------------------------------------------------------------- kv_cache_bytes
-def cache_bytes(
-    layout,
-    context: int,
-    batch: int = 1,
-    bytes_per_value: int = 2,
-    *,
-    values: bool = True,
-    window: bool = True,
-    window_all: bool = False,
-    latent_per_head: bool = False,
-    latent_twice: bool = False,
-    rope_key: bool = True,
-    sharing: bool = True,
-    per_text: bool = True,
-) -> int:
-    """The bytes of ``batch`` caches of ``context`` tokens; the switches reproduce the slips."""
+BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
+
+
+def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
+    """The bytes of ``batch`` caches of ``context`` tokens. A switch of BYTES_BUGS reproduces a slip
+    (values, window, rope_key, sharing, per_text default to True, the others to False)."""
+    on = {**dict.fromkeys(BYTES_ON, True), **slip}
+    values, window, rope_key, sharing, per_text, window_all, latent_per_head, latent_twice = (
+        on.get(k, False) for k in (*BYTES_ON, "window_all", "latent_per_head", "latent_twice")
+    )
     caches = layout.layers // (layout.layers_per_cache if sharing else 1)
     if layout.latent_dim:
         per_token = layout.latent_dim + (layout.rope_dim if rope_key else 0)
@@ -118,22 +112,16 @@ def check_kv_cache_bytes(fn) -> None:
 
 
 # --------------------------------------------------------------------------- MLA
-def mla_reference(
-    x,
-    w,
-    cache=None,
-    *,
-    scale_rope: bool = True,
-    restart: bool = False,
-    top_left: bool = False,
-    no_rope: bool = False,
-    swap: bool = False,
-    transposed: bool = False,
-):
+def mla_reference(x, w, cache=None, **slip):
     """MLA in float64 on the CPU, naive form, returning (out, (latent, rope_keys)).
 
     swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
-    transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W."""
+    transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
+    scale_rope (default True), restart, top_left, no_rope: see MLA_BUGS."""
+    on = {"scale_rope": True, **slip}.get
+    scale_rope, restart, top_left, no_rope, swap, transposed = (
+        on(k, False) for k in ("scale_rope", "restart", "top_left", "no_rope", "swap", "transposed")
+    )
     rope = E.chapters().apply_rope
     x = x.detach().cpu().double()
     b, n, _ = x.shape
@@ -293,4 +281,212 @@ def check_mla_absorbed(fn) -> None:
     _check_mla("check_mla_absorbed", fn, "mla_absorbed")
 
 
-__all__ = ["check_kv_cache_bytes", "check_mla_attention", "check_mla_absorbed"]
+# --------------------------------------------------------------------------- linear attention
+def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
+    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one chunk per
+    token, i.e. the recurrence); returns (out, (S, z)). Switches (False unless given): norm=False,
+    before, strict, state_first, boundary_twice reproduce the slips of LINEAR_BUGS and CHUNK_BUGS."""
+    norm, before, strict, state_first, boundary_twice = (
+        slip.get(key, key == "norm")
+        for key in ("norm", "before", "strict", "state_first", "boundary_twice")
+    )
+    fq, fk = (F.elu(t.detach().cpu().double()) + 1 for t in (q, k))
+    v = v.detach().cpu().double()
+    b, h, n, dk = fq.shape
+    S, z = (torch.zeros(b, h, dk, v.shape[-1]), torch.zeros(b, h, dk)) if state is None else state
+    S, z, outs, c = S.double(), z.double(), [], chunk or 1
+    for lo in range(0, n, c):
+        hi = min(lo + c, n)
+        cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
+        grown = (S + ck.mT @ cv, z + ck.sum(2)) if state_first else (S, z)
+        scores = (cq @ ck.mT).tril(-1 if strict or before else 0)
+        if state_first:
+            scores = scores * 0
+        top, bottom = (
+            scores @ cv + cq @ grown[0],
+            scores.sum(-1, keepdim=True) + cq @ grown[1][..., None],
+        )
+        outs.append(top / bottom if norm else top)
+        end = min(hi + 1, n) if boundary_twice else hi
+        S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
+    return torch.cat(outs, 2), (S, z)
+
+
+def delta_reference(q, k, v, alpha, beta, state=None, **slip):
+    """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
+    Switches (False unless given) reproduce DELTA_BUGS."""
+    gate_on_write, erase_ungated, no_erase, before, transposed, no_gate = (
+        slip.get(key, False)
+        for key in ("gate_on_write", "erase_ungated", "no_erase", "before", "transposed", "no_gate")
+    )
+    q, k, v, alpha, beta = (t.detach().cpu().double() for t in (q, k, v, alpha, beta))
+    b, h, n, dk = k.shape
+    S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
+    outs = []
+    for t in range(n):
+        kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
+        a = 1.0 if no_gate else alpha[:, :, t, None, None]
+        read = S
+        decayed = S if gate_on_write else a * S
+        error = vt - ((S if erase_ungated else decayed) @ kt[..., None]).squeeze(-1)
+        write = vt if no_erase else error
+        outer = (
+            kt[..., None] * write[:, :, None, :]
+            if transposed
+            else write[..., None] * kt[:, :, None, :]
+        )
+        S = a * (S + bt * outer) if gate_on_write else decayed + bt * outer
+        outs.append(((read if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+    return torch.stack(outs, 2), S
+
+
+LINEAR_BUGS = (
+    ("linear_no_normaliser", {"norm": False}),
+    ("linear_reads_before_write", {"before": True}),
+)
+CHUNK_BUGS = (
+    ("linear_no_normaliser", {"norm": False}),
+    ("chunk_diagonal_dropped", {"strict": True}),
+    ("chunk_state_includes_chunk", {"state_first": True}),
+    ("chunk_boundary_counted_twice", {"boundary_twice": True}),
+)
+DELTA_BUGS = (
+    ("delta_gate_on_write", {"gate_on_write": True}),
+    ("delta_erase_ungated", {"erase_ungated": True}),
+    ("delta_no_erase", {"no_erase": True}),
+    ("delta_reads_before_write", {"before": True}),
+    ("delta_outer_transposed", {"transposed": True}),
+    ("delta_gate_ignored", {"no_gate": True}),
+)
+# (b, h, n, dk, dv, seed); the first has dk == dv, so that a transposed state runs and is named
+RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2, 1202))
+
+
+def _inputs(b, h, n, dk, dv, seed, delta=False):
+    q, k, v = (E.randn(b, h, n, w, seed=seed + i) for i, w in enumerate((dk, dk, dv)))
+    if not delta:
+        return (q, k, v)
+    k = k / k.norm(dim=-1, keepdim=True)  # unit-length keys
+    gates = torch.rand(2, b, h, n, generator=E.generator(seed + 3))
+    return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
+
+
+def _check_state_use(name, fn, form, inputs, reference, bugs, split):
+    """Same texts twice from None (no leftover state), and in two calls handing the state along."""
+    __tracebackhide__ = True
+    what = f"{form} on two different batches, each with state=None"
+    other = tuple(t.flip(2) for t in inputs)  # another batch of the same shapes
+    first = E.call_pure(name, fn, inputs, what=what)[0]
+    E.call_pure(name, fn, other, what=what)
+    again = E.call_pure(name, fn, inputs, what=what)[0]
+    if not E.same(first.detach(), again.detach(), atol=1e-6):
+        raise E.fail_with(name, "recurrence_state_not_reset", f"For {what}:")
+    head = tuple(t[:, :, :split] for t in inputs)
+    tail = tuple(t[:, :, split:] for t in inputs)
+    _, state = E.call_pure(name, fn, head, what=f"{form} on the first {split} tokens")
+    what = f"{form} on the remaining tokens with the state of the first {split}"
+    got = E.call(name, fn, *tail, state, what=what)[0].detach().cpu().double()
+    ref_state = reference(*head)[1]
+    expected = reference(*tail, ref_state)[0]
+    if E.same(got, reference(*tail)[0], atol=1e-5) and not E.same(got, expected, atol=1e-5):
+        raise E.fail_with(name, "recurrence_state_ignored", f"For {what}:")
+    if not E.same(got, expected, atol=1e-5):
+        raise E.mismatch(
+            name,
+            got,
+            expected,
+            f"For {what}:",
+            [
+                (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0])
+                for bug, s in bugs
+            ],
+        )
+
+
+def _check_recurrence(name, fn, form, reference, bugs, delta=False):
+    __tracebackhide__ = True
+    E.ensure_callable(name, fn, f"a function {form}")
+    with E.isolated():
+        for b, h, n, dk, dv, seed in RECURRENT_CASES:
+            inputs = _inputs(b, h, n, dk, dv, seed, delta)
+            what = f"{form} with b={b}, h={h}, {n} tokens, dk={dk}, dv={dv}"
+            got = E.call_pure(name, fn, inputs, what=what)
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                raise E.fail_with(name, "recurrence_not_a_pair", got=E.shown(got))
+            out = E.expect_tensor_output(name, got[0], what, (b, h, n, dv)).detach().cpu().double()
+            expected, state = reference(*inputs)
+            if not E.same(out, expected, atol=1e-5):
+                again = E.call_pure(name, fn, inputs, what=what)[0].detach().cpu().double()
+                if not E.same(again, out, atol=1e-6):  # a second call answers differently
+                    raise E.fail_with(
+                        name, "recurrence_state_not_reset", f"For {what}, called twice:"
+                    )
+                candidates = [(bug, lambda s=s: reference(*inputs, **s)[0]) for bug, s in bugs]
+                raise E.mismatch(name, out, expected, f"For {what}:", candidates)
+            mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
+            refs = state if isinstance(state, tuple) else (state,)
+            if len(mine) != len(refs) or not all(
+                isinstance(m, torch.Tensor) and E.same(m.detach().cpu().double(), r, atol=1e-5)
+                for m, r in zip(mine, refs)
+            ):
+                shapes = [tuple(r.shape) for r in refs]
+                raise E.fail_with(name, "recurrence_state_wrong", f"After {what}:", expected=shapes)
+            _check_state_use(name, fn, form, inputs, reference, bugs, split=n // 2)
+            E.probe_device(
+                name, None, list(inputs), f"For {what}, inputs on another device:", fn=fn
+            )
+    E.passed(
+        name,
+        f"right on {len(RECURRENT_CASES)} shapes, continues from a given state and keeps none between calls",
+    )
+
+
+def check_linear_attention_recurrent(fn) -> None:
+    """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
+    __tracebackhide__ = True
+    form = "linear_attention_recurrent(q, k, v, state=None)"
+    _check_recurrence("check_linear_attention_recurrent", fn, form, linear_reference, LINEAR_BUGS)
+
+
+def check_gated_delta_rule(fn) -> None:
+    """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
+    __tracebackhide__ = True
+    form, name = "gated_delta_rule(q, k, v, alpha, beta, state=None)", "check_gated_delta_rule"
+    _check_recurrence(name, fn, form, delta_reference, DELTA_BUGS, delta=True)
+
+
+def check_linear_attention_chunked(fn) -> None:
+    """Check ``linear_attention_chunked(q, k, v, chunk)``: equal to the quadratic form for any chunk."""
+    __tracebackhide__ = True
+    name = "check_linear_attention_chunked"
+    E.ensure_callable(name, fn, "a function linear_attention_chunked(q, k, v, chunk)")
+    with E.isolated():
+        q, k, v = _inputs(2, 2, 10, 4, 3, 1301)
+        expected = linear_reference(q, k, v)[0]
+        for chunk in (3, 4, 1, 7, 10, 16):
+            what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
+            got = E.call_pure(name, fn, (q, k, v), chunk, what=what)
+            got = E.expect_tensor_output(name, got, what, (2, 2, 10, 3)).detach().cpu().double()
+            if not E.same(got, expected, atol=1e-5):
+                candidates = [
+                    (bug, lambda s=s: linear_reference(q, k, v, chunk=chunk, **s)[0])
+                    for bug, s in CHUNK_BUGS
+                ]
+                raise E.mismatch(name, got, expected, f"For {what}:", candidates)
+        E.probe_device(
+            name, None, [q, k, v], "For chunk=4, inputs on another device:", fn=lambda *t: fn(*t, 4)
+        )
+    E.passed(
+        name,
+        "equals the quadratic form for chunks of 1, 3, 4, 7, 10 and 16 tokens (10 tokens in all)",
+    )
+
+
+__all__ = [
+    "check_kv_cache_bytes",
+    "check_mla_attention",
+    "check_mla_absorbed",
+    "check_linear_attention_recurrent",
+    "check_linear_attention_chunked",
+    "check_gated_delta_rule",
+]

@@ -6,36 +6,16 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from course_utils import _explorer_parts as X
 from course_utils import plotting as P
-from course_utils._explorer_parts import (
-    _gpu_lines,
-    _one_of,
-    _title,
-    format_bytes,
-    slider_style,
-)
 from course_utils.chapters import PUBLISHED, KVLayout, kv_cache_bytes
 from course_utils.chapters.ch09.explorer import KV_CONTEXTS
 from course_utils.plotting import explorer, handles
 from course_utils.validation import CourseInputError, expect_int
 
-__all__ = [
-    "KV_WALL_LAYOUTS",
-    "KVWallView",
-    "kv_wall_layouts",
-    "kv_wall_data",
-    "draw_kv_wall",
-    "kv_wall_explorer",
-]
+__all__ = ["KVWallView", "kv_wall_layouts", "kv_wall_data", "draw_kv_wall", "kv_wall_explorer"]
 
-QUERY_HEADS = {
-    "GPT-2 small": 12,
-    "Llama 3 8B": 32,
-    "Mistral 7B": 32,
-    "Gemma 3 1B": 4,
-    "Qwen3 8B": 32,
-    "DeepSeek-V3": 128,
-}
+QUERY_HEADS = dict(zip(PUBLISHED, (12, 32, 32, 4, 32, 128)))
 """num_attention_heads of each published config (what MHA would give every query head)."""
 
 KV_WALL_LAYOUTS = (
@@ -54,7 +34,7 @@ def kv_wall_layouts(model: str) -> dict[str, KVLayout | None]:
     """The model's published layout and the same shape under the other layouts (None: not possible,
     as sharing pairs of layers in a model with an odd number of layers). Keys and values are
     head_dim wide in the variants (DeepSeek-V3's real keys are 192 wide, its values 128)."""
-    _one_of(model, "model", list(PUBLISHED), str)
+    X._one_of(model, "model", list(PUBLISHED), str)
     base = PUBLISHED[model]
     plain = KVLayout(base.layers, base.kv_heads, base.head_dim)
     return {
@@ -85,9 +65,9 @@ def kv_wall_data(
     model: str = "Llama 3 8B", layout: str = "published", context: int = 32_768, batch: int = 1
 ) -> KVWallView:
     """GiB of the 16-bit KV cache of ``batch`` texts of ``context`` tokens, for every layout of ``model``."""
-    _one_of(layout, "layout", KV_WALL_LAYOUTS, str)
+    X._one_of(layout, "layout", KV_WALL_LAYOUTS, str)
     expect_int(batch, "batch", minimum=1)
-    _one_of(context, "context", KV_CONTEXTS)
+    X._one_of(context, "context", KV_CONTEXTS)
     if batch not in BATCHES:
         raise CourseInputError(f"batch must be one of {list(BATCHES)}, but got {batch!r}.")
     layouts = kv_wall_layouts(model)
@@ -108,10 +88,10 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         h["texts"] = [
             ax.text(1.0, i, "", va="center", fontsize=8.5, animated=True) for i in range(n)
         ]
-        _gpu_lines(ax, (24, 80), 0, 1, 1.0)
+        X._gpu_lines(ax, (24, 80), 0, 1, 1.0)
         ax.set_xscale("log", base=2)
         ticks = [2.0**k for k in range(-10, 15, 3)]
-        ax.set_xticks(ticks, [format_bytes(t * 2**30) for t in ticks])
+        ax.set_xticks(ticks, [X.format_bytes(t * 2**30) for t in ticks])
         ax.set_xlim(2.0**-10, 2.0**16)
         ax.set_yticks(range(n), KV_WALL_LAYOUTS)
         ax.set_ylim(n - 0.5, -0.5)
@@ -124,8 +104,10 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         bar.set_width(gib if known else 0.0)
         bar.set_color(P.QUERY_COLOUR if name == view.layout else P.MUTED_COLOUR)
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
-        text.set_text(format_bytes(gib * 2**30) if known else "not possible (odd number of layers)")
-    _title(h["ax"], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
+        text.set_text(
+            X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
+        )
+    X._title(h["ax"], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
 
 
 def kv_wall_explorer(
@@ -147,10 +129,10 @@ def kv_wall_explorer(
                 options=[(f"{k:,}", k) for k in KV_CONTEXTS],
                 value=context,
                 description="context (tokens)",
-                **slider_style(),
+                **X.slider_style(),
             ),
             "batch": widgets.SelectionSlider(
-                options=list(BATCHES), value=batch, description="batch", **slider_style()
+                options=list(BATCHES), value=batch, description="batch", **X.slider_style()
             ),
         }
 
