@@ -84,13 +84,13 @@ def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
 class MLAWeights:
     """One MLA layer's projections, each (out, in) like nn.Linear.weight."""
 
-    w_q: torch.Tensor  # (h * hd, d): queries without rotation
-    w_qr: torch.Tensor  # (h * dr, d): rotary queries, one per head
-    w_dkv: torch.Tensor  # (dc, d): down to the latent
-    w_kr: torch.Tensor  # (dr, d): the one rotary key all heads share
-    w_uk: torch.Tensor  # (h * hd, dc): latent up to every head's key
-    w_uv: torch.Tensor  # (h * hd, dc): latent up to every head's value
-    w_o: torch.Tensor  # (d, h * hd): heads back to the model width
+    w_q: torch.Tensor  # queries without rotation, h * hd rows by d
+    w_qr: torch.Tensor  # rotary queries, one per head, h * dr by d
+    w_dkv: torch.Tensor  # down to the latent, dc by d
+    w_kr: torch.Tensor  # the one rotary key all heads share, dr by d
+    w_uk: torch.Tensor  # latent up to every head's key, h * hd by dc
+    w_uv: torch.Tensor  # latent up to every head's value, h * hd by dc
+    w_o: torch.Tensor  # heads back to the model width, d by h * hd
     heads: int
     head_dim: int
     rope_dim: int
@@ -192,7 +192,7 @@ def linear_attention_recurrent(q, k, v, state=None):
         S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]  # (b, h, dk, dv): + phi(k_t) v_t^T
         z = z + fk[:, :, t]  # (b, h, dk)
         top = (fq[:, :, t, None, :] @ S).squeeze(-2)  # (b, h, dv)
-        outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True))  # (b, h, dv)
+        outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True))
     return torch.stack(outs, dim=2), (S, z)
 
 
@@ -225,5 +225,5 @@ def gated_delta_rule(q, k, v, alpha, beta, state=None):
         S = alpha[:, :, t, None, None] * S  # (b, h, dv, dk): decay
         error = vt - (S @ kt[..., None]).squeeze(-1)  # (b, h, dv): what S gets wrong for k_t
         S = S + beta[:, :, t, None, None] * error[..., None] * kt[:, :, None, :]  # (b, h, dv, dk)
-        outs.append((S @ q[:, :, t, :, None]).squeeze(-1))  # (b, h, dv)
+        outs.append((S @ q[:, :, t, :, None]).squeeze(-1))
     return torch.stack(outs, dim=2), S
