@@ -17,8 +17,8 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader exercises solutions headers \
-        figures chapter bench bench-explorers test-compat test-colab lint clean
+.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
+        figures chapter bench bench-explorers bench-browser test-compat test-colab lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -51,6 +51,15 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
 	$(PYTHON) tools/nbgrader_roundtrip.py
 
+grade: ## autograde a class in parallel: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"]
+	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1]'; exit 2; }
+	$(PYTHON) tools/grade.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
+	  $(if $(DB),--db "$(DB)") $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 yes true,$(FORCE)),--force)
+
+report: ## what a class got wrong, after make grade: make report COURSE=dir ASSIGNMENT=name [DB=url]
+	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make report COURSE=dir ASSIGNMENT=name [DB=url]'; exit 2; }
+	$(PYTHON) tools/class_report.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(DB),--db "$(DB)")
+
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
@@ -75,6 +84,10 @@ bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds in
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
 	$(PY) -m tools.bench_explorers
+
+bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
+	@sh tests/browser/ensure_browser.sh $(PY)
+	$(PY) tests/browser/bench_browser.py $(if $(PASSES),--passes $(PASSES))
 
 test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 [PYTHON=python3.12]
 	@set -e; \

@@ -16,7 +16,7 @@ import importlib
 from typing import Any
 
 from .data import EXAMPLE_SENTENCE, EXAMPLE_TOKENS, EXAMPLE_VALUES, example_inputs
-from .repro import get_device, portable_dropout_mask, portable_rand, seed_everything
+from .repro import get_device, light_run, portable_dropout_mask, portable_rand, seed_everything
 from .tokenizer import gpt2_tokenizer
 from .validation import CourseInputError, expect_tensor
 
@@ -41,6 +41,7 @@ __all__ = [
     "expect_tensor",
     "get_device",
     "gpt2_tokenizer",
+    "light_run",
     "portable_dropout_mask",
     "portable_rand",
     "seed_everything",

@@ -55,10 +55,21 @@ def unusual_right_answers(module) -> list:
 CHECKS = Path(__file__).resolve().parent.parent / "course_utils" / "checks"
 
 
+def chapter_check_modules() -> list[Path]:
+    """Each chapter's checks.py and the modules beside it that it may split off (all but the
+    generated __init__.py and the explorer)."""
+    return [
+        p
+        for folder in {path.parent for path in chapter_files("checks.py")}
+        for p in sorted(folder.glob("*.py"))
+        if p.name not in ("__init__.py", "explorer.py")
+    ]
+
+
 def calls_in_checks(name: str):
     """(path, call node) of every call of a function or method called ``name`` in the checks: the
-    engine (course_utils/checks) and each chapter's course_utils/chapters/chNN/checks.py."""
-    for path in [*sorted(CHECKS.rglob("*.py")), *chapter_files("checks.py")]:
+    engine (course_utils/checks) and each chapter's checks (:func:`chapter_check_modules`)."""
+    for path in [*sorted(CHECKS.rglob("*.py")), *sorted(chapter_check_modules())]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             func = getattr(node, "func", None)
             if (

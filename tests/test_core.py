@@ -46,6 +46,18 @@ def test_device_can_be_forced_and_bad_choice_is_explained(monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without CUDA")
+@pytest.mark.parametrize(
+    "value, light", [("autograde", True), ("validate", True), ("", False), (None, False)]
+)
+def test_light_run_follows_nbgraders_execution_variable(monkeypatch, value, light):
+    """nbgrader 0.9.6 sets NBGRADER_EXECUTION to "autograde" or "validate" around a notebook."""
+    if value is None:
+        monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    else:
+        monkeypatch.setenv("NBGRADER_EXECUTION", value)
+    assert cu.light_run() is light
+
+
 def test_forcing_missing_cuda_is_explained():
     with pytest.raises(cu.CourseInputError, match="CUDA is not available"):
         cu.get_device("cuda")
@@ -170,9 +182,9 @@ def _slice_unseen(x, n):
     ],
 )
 def test_device_probe_accepts_device_safe_code(fn):
-    from course_utils.checks._engine import probe_device
+    from course_utils.checks._engine import Check, probe_device
 
-    probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+    probe_device(Check("check_x"), None, torch.zeros(3, 3), "With x:", fn=fn)
 
 
 @pytest.mark.parametrize(
@@ -187,10 +199,10 @@ def test_device_probe_accepts_device_safe_code(fn):
     ids=["ones", "masked_fill", "where_arange", "from_lists", "embedding_of_arange"],
 )
 def test_device_probe_names_cpu_tensors(fn):
-    from course_utils.checks._engine import probe_device
+    from course_utils.checks._engine import Check, probe_device
 
     with pytest.raises(cu.checks.CheckFailure) as info:
-        probe_device("check_x", None, torch.zeros(3, 3), "With x:", fn=fn)
+        probe_device(Check("check_x"), None, torch.zeros(3, 3), "With x:", fn=fn)
     assert info.value.bug == "cpu_tensor_in_forward"
 
 

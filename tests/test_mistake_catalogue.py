@@ -81,12 +81,12 @@ def test_a_shared_hint_from_an_earlier_file_is_known_and_ids_are_unique_across_f
 
 
 def test_every_raised_mistake_gets_its_placeholders():
-    """fail_with always fills the entry's {placeholders}: a call must pass each one (check is given)."""
+    """c.bug always fills the entry's {placeholders}: a call must pass each one (check is given)."""
 
     sites = [
-        (f"{path.name}:{node.lineno}", node.args[1].value, {k.arg for k in node.keywords})
-        for path, node in calls_in_checks("fail_with")
-        if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+        (f"{path.name}:{node.lineno}", node.args[0].value, {k.arg for k in node.keywords})
+        for path, node in calls_in_checks("bug")
+        if len(node.args) >= 1 and isinstance(node.args[0], ast.Constant)
     ]  # a literal mistake id
     assert len(sites) > 100
     missing = []

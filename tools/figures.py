@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import importlib
+import io
 import json
 import re
 import sys
@@ -52,6 +53,17 @@ STYLE = {
     "path.simplify": True,
 }
 """The rcParams every figure is drawn with, on top of matplotlib's defaults."""
+
+DISPLAY_WIDTH = 821
+"""CSS pixels a markdown image gets at most in JupyterLab 4.6 in a 1280-pixel-wide window with the
+file browser open (its layout on first start): the image fills its cell's 846 px less 25 px of
+padding (``max-width: 100%``) and shows at its natural size when narrower. Measured in headless
+Chromium; ``make test-browser`` checks every figure of the course is shown at this width."""
+FRAME_WIDTH = 844
+"""CSS pixels an explorer's frame gets at most there (an HTML widget's ``<img style="max-width:100%">``
+in an output area 848 px wide); checked by ``make test-browser`` like :data:`DISPLAY_WIDTH`."""
+MIN_TEXT_PX = 9
+"""The smallest text allowed at display size: its font size (the em, as CSS's ``font-size``) in CSS px."""
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -128,6 +140,46 @@ def save(name: str, folder: Path | str = FIGURES_DIR) -> Path:
 def generate(folder: Path | str = FIGURES_DIR, names: Iterable[str] | None = None) -> list[Path]:
     """Write every figure (or the named ones) into ``folder``; return their paths."""
     return [save(name, folder) for name in (FIGURES if names is None else names)]
+
+
+# ----------------------------------------------------------------------------- legibility
+def drawn_texts(fig: Figure, dpi: float) -> list[tuple[float, str]]:
+    """(font size in pt, text) of every non-empty text ``fig`` draws when saved at ``dpi``.
+
+    Recorded while saving, so only what is really drawn counts (saving draws animated artists
+    too; tick labels outside the view are not drawn)."""
+    from unittest import mock
+
+    from matplotlib.text import Text
+
+    drawn: list[tuple[float, str]] = []
+    original = Text.draw
+
+    def record(text, renderer, *args, **kwargs):
+        if text.get_visible() and text.get_text().strip():
+            drawn.append((text.get_fontsize(), text.get_text()))
+        return original(text, renderer, *args, **kwargs)
+
+    with mock.patch.object(Text, "draw", record):
+        fig.savefig(io.BytesIO(), format="png", dpi=dpi)
+    return drawn
+
+
+def text_px(fig: Figure, dpi: float, shown_width: float) -> list[tuple[float, str]]:
+    """(height in CSS px on screen, text) of every drawn text, smallest first, for a picture of
+    ``fig`` at ``dpi`` shown at most ``shown_width`` CSS px wide (narrower ones at natural size)."""
+    natural = fig.get_size_inches()[0] * dpi
+    scale = min(1.0, shown_width / natural)
+    return sorted((size * dpi / 72 * scale, text) for size, text in drawn_texts(fig, dpi))
+
+
+def small_text(
+    fig: Figure, dpi: float, shown_width: float, minimum: float = MIN_TEXT_PX
+) -> list[str]:
+    """One line per drawn text under ``minimum`` px at display size (empty when all are readable)."""
+    return [
+        f"{px:.1f} px: {text[:40]!r}" for px, text in text_px(fig, dpi, shown_width) if px < minimum
+    ]
 
 
 # ----------------------------------------------------------------------------- references in notebooks

@@ -30,6 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-nbgrader"
 NBGRADER = "nbgrader==0.9.6"
+# `make grade`'s PostgreSQL gradebook is tested against a real server: pgserver ships PostgreSQL's
+# binaries in a wheel (no system package needed), psycopg is SQLAlchemy's driver for it.
+GRADE_EXTRAS = ("pgserver==0.1.4", "psycopg[binary]==3.3.9")
 ASSIGNMENT = "attention"
 STUDENTS = ("complete", "blank", "buggy")
 STUB_MESSAGE = "the exercise stub is still in place"
@@ -107,7 +110,7 @@ def venv_python() -> Path:
 
 def ensure_venv() -> Path:
     """Create or refresh .venv-nbgrader when requirements or constraints changed."""
-    inputs = [NBGRADER] + [
+    inputs = [NBGRADER, *GRADE_EXTRAS] + [
         (ROOT / name).read_text(encoding="utf-8")
         for name in ("requirements.txt", "constraints.txt")
     ]
@@ -127,6 +130,7 @@ def ensure_venv() -> Path:
             "--quiet",
             "--disable-pip-version-check",
             NBGRADER,
+            *GRADE_EXTRAS,
             "-r",
             "requirements.txt",
             "-c",

@@ -97,22 +97,21 @@ SHAPES = ((4, 4), (3, 5), (1, 2))  # (queries, keys)
 def check_{name}_weights(fn: Callable) -> None:
     """Check ``fn(scores, temperature)``: the softmax of scores / temperature over the keys."""
     __tracebackhide__ = True
-    name = "check_{name}_weights"
-    E.ensure_callable(name, fn, "a function fn(scores, temperature)")
+    c = E.Check("check_{name}_weights")
+    c.ensure_callable(fn, "a function fn(scores, temperature)")
     for i, shape in enumerate(SHAPES):
         scores, temperature = E.randn(*shape, seed=1000 + i), 0.5 + i  # (n, m)
         what = f"fn(scores of shape {{shape}}, {{temperature}})"
-        got = E.expect_tensor_output(
-            name, E.call_pure(name, fn, [scores], temperature, what=what), what, shape
+        got = c.expect_tensor_output(
+            c.call_pure(fn, [scores], temperature, what=what), what, shape
         )
         expected = torch.softmax(scores / temperature, dim=-1)  # (n, m)
         mistakes = [
             ("{name}_temperature_ignored", lambda s=scores: torch.softmax(s, dim=-1)),
             ("{name}_times_temperature", lambda s=scores, t=temperature: torch.softmax(s * t, dim=-1)),
         ]
-        if not E.same(got, expected):
-            raise E.mismatch(name, got, expected, f"With {{what}}:", mistakes)
-    E.passed(name, f"right on {{len(SHAPES)}} shapes and temperatures")
+        c.compare(got, expected, f"With {{what}}:", mistakes)
+    c.passed(f"right on {{len(SHAPES)}} shapes and temperatures")
 
 
 __all__ = ["check_{name}_weights"]

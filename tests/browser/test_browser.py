@@ -333,3 +333,21 @@ def test_served_copy_leaves_out_virtualenvs_and_results(tmp_path):
         (source / name).write_text("x")
     harness.copy_course(source, tmp_path / "served")
     assert sorted(p.name for p in (tmp_path / "served").iterdir()) == ["solutions"]
+
+
+def test_width_rule_and_latency_table():
+    """The displayed-width rule of the legibility test, and make bench-browser's table (no browser)."""
+    from tests.browser import bench_browser
+    from tests.browser.page import _width_problems
+
+    shown = [{"natural": 1560, "shown": 821.0}, {"natural": 600, "shown": 600.0}]
+    assert _width_problems("figure", shown, 821, "DISPLAY_WIDTH") == []
+    (problem,) = _width_problems("figure", [{"natural": 1560, "shown": 1073.0}], 821, "X")
+    assert "shown 1073 px wide, not 821" in problem and "re-measure tools.figures.X" in problem
+    rows = [
+        {"chapter": "04", "explorer": "dropout_explorer", "ms": [300, 200, 250], "load": (2, 3)}
+    ]
+    assert bench_browser.table(rows).splitlines()[-1] == (
+        "| 04 | dropout_explorer | 3 | 250 | 200-300 | 2.0 / 3.0 |"
+    )
+    assert len(bench_browser.explorer_notebooks()) >= 10  # every chapter with an explorer

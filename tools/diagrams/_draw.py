@@ -169,6 +169,76 @@ def _panel_arrow(ax, text: str, *, symbol: str | None = None) -> None:
     ax.text(0.5, 0.42, text, ha="center", va="top", fontsize=9, color=INK, linespacing=1.3)
 
 
+def _flow_of_three(fig: Figure, extra: float = 0.0) -> tuple[list, object, object, object]:
+    """Three maps in an L, so each is shown large enough to read: first -> second along the top,
+    then down to the third under the second. Returns the map axes, the right-arrow axes, the
+    down-arrow axes and the empty corner under the first map (for a note). ``extra``: the width of
+    one more column right of the maps (its axes is ``fig.axes[-1]``)."""
+    widths = [1, 0.24, 1] + ([extra] if extra else [])
+    grid = fig.add_gridspec(3, len(widths), width_ratios=widths, height_ratios=[1, 0.22, 1])
+    maps = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 2]), fig.add_subplot(grid[2, 2])]
+    right, down, corner = (
+        fig.add_subplot(grid[0, 1]),
+        fig.add_subplot(grid[1, 2]),
+        fig.add_subplot(grid[1:, 0]),
+    )
+    if extra:
+        fig.add_subplot(grid[2, 3])
+    return maps, right, down, corner
+
+
+def _down_arrow(ax, text: str) -> None:
+    """Fill a flat axes with a downward arrow and a caption to its right."""
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.axis("off")
+    _arrow(ax, (0.5, 0.95), (0.5, 0.05), lw=1.8, scale=16)
+    ax.text(0.56, 0.5, text, ha="left", va="center", fontsize=9.5, color=INK, linespacing=1.3)
+
+
+def _note(ax, text: str) -> None:
+    """Fill an axes with a paragraph (text already broken into lines), top left."""
+    ax.axis("off")
+    ax.text(
+        0.0,
+        0.8,
+        text,
+        ha="left",
+        va="top",
+        fontsize=10.5,
+        color="#333333",
+        linespacing=1.5,
+        transform=ax.transAxes,
+    )
+
+
+def _readable(fig: Figure) -> Figure:
+    """Raise every text of ``fig`` smaller than what stays 9 px high where JupyterLab shows the
+    figure (tools.figures.DISPLAY_WIDTH) to that size; call it last, once the figure is drawn."""
+    from matplotlib.text import Text
+
+    from tools.figures import DISPLAY_WIDTH, DPI, MIN_TEXT_PX
+
+    width = fig.get_size_inches()[0]
+    floor = MIN_TEXT_PX * 72 / min(DPI, DISPLAY_WIDTH / width) + 0.05  # pt
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < floor:
+            text.set_fontsize(floor)
+    for ax in fig.axes:
+        for which, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            labels = axis.get_ticklabels()
+            if labels and labels[0].get_fontsize() < floor:
+                ax.tick_params(axis=which, labelsize=floor)
+    return fig
+
+
+def _map_text(axes, fontsize: float) -> None:
+    """Write the numbers in the cells of ``axes``'s maps (plotting.heatmap's) at ``fontsize``."""
+    for ax in axes:
+        for text in ax.texts:
+            text.set_fontsize(fontsize)
+
+
 def _book_projections() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """W_query, W_key, W_value as chapter 02 makes them: ``torch.manual_seed(123)``, three ``torch.rand(3, 2)``."""
     generator = torch.Generator().manual_seed(123)

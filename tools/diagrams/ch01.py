@@ -22,6 +22,7 @@ from tools.diagrams._draw import (
     _canvas,
     _cells,
     _panel_arrow,
+    _readable,
     _tint,
 )
 
@@ -143,7 +144,7 @@ def draw_attention_scores() -> Figure:
         fontsize=9.5,
         color="#444444",
     )
-    return fig
+    return _readable(fig)
 
 
 def draw_score_matrix() -> Figure:
@@ -181,7 +182,7 @@ def draw_score_matrix() -> Figure:
         fontsize=10.5,
         color="#333333",
     )
-    return fig
+    return _readable(fig)
 
 
 FIGURES = {

@@ -10,7 +10,11 @@ from course_utils.data import (
     EXAMPLE_TOKENS,
 )
 from tools.diagrams._draw import (
+    _down_arrow,
+    _flow_of_three,
     _future,
+    _map_text,
+    _note,
     _panel_arrow,
     _trainable_trail,
 )
@@ -19,14 +23,14 @@ from tools.diagrams._draw import (
 def draw_causal_mask() -> Figure:
     """Scores, the scores with the future masked to -inf, and the softmax weights (chapter 03's numbers)."""
     scores, masked, weights = _trainable_trail()
-    fig = Figure(figsize=(15.4, 5.0), layout="constrained")
-    axes = fig.subplots(1, 5, width_ratios=[1, 0.26, 1, 0.26, 1])
+    fig = Figure(figsize=(10.4, 9.8), layout="constrained")
+    axes, right, down, corner = _flow_of_three(fig)
     kwargs = {"colorbar": False, "decimals": 4}
     plotting.heatmap(scores, EXAMPLE_TOKENS, ax=axes[0], title="scores  q kᵀ", **kwargs)
     plotting.heatmap(
         masked,
         EXAMPLE_TOKENS,
-        ax=axes[2],
+        ax=axes[1],
         title="masked scores",
         ylabel="",
         vmin=float(scores.min()),
@@ -36,15 +40,16 @@ def draw_causal_mask() -> Figure:
     plotting.heatmap(
         weights,
         EXAMPLE_TOKENS,
-        ax=axes[4],
+        ax=axes[2],
         vmin=0,
         vmax=1,
         ylabel="",
         title="weights (each row sums to 1)",
         **kwargs,
     )
+    _map_text(axes, 8.5)
     for i, j in _future(6).nonzero().tolist():
-        axes[2].add_patch(
+        axes[1].add_patch(
             Rectangle(
                 (j - 0.5, i - 0.5),
                 1,
@@ -56,13 +61,12 @@ def draw_causal_mask() -> Figure:
                 zorder=0.5,
             )
         )
-    _panel_arrow(axes[1], "set the future\n(key after query)\nto $-\\infty$")
-    _panel_arrow(axes[3], "softmax of\nscores / $\\sqrt{2}$,\nrow by row:\n$e^{-\\infty} = 0$")
-    fig.suptitle(
-        "A causal mask on chapter 03's trainable attention (SelfAttention_v2, seed 789, d_out = 2): "
-        "each token attends only to itself and the tokens before it",
-        fontsize=11,
-        color="#333333",
+    _panel_arrow(right, "set the future\n(key after\nquery)\nto $-\\infty$")
+    _down_arrow(down, "softmax of scores / $\\sqrt{2}$,\nrow by row: $e^{-\\infty} = 0$")
+    _note(
+        corner,
+        "A causal mask on chapter 03's\ntrainable attention (SelfAttention_v2,\nseed 789, d_out = 2): "
+        "each token\nattends only to itself and the\ntokens before it.",
     )
     return fig
 

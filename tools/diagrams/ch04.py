@@ -12,6 +12,10 @@ from course_utils.plotting import INK
 from course_utils.plotting import QUERY_COLOUR as Q_COLOUR
 from course_utils.repro import portable_dropout_mask
 from tools.diagrams._draw import (
+    _down_arrow,
+    _flow_of_three,
+    _map_text,
+    _note,
     _panel_arrow,
     _trainable_trail,
 )
@@ -25,8 +29,8 @@ def draw_dropout() -> Figure:
     weights = _trainable_trail()[2]  # (6, 6)
     mask = portable_dropout_mask((6, 6), DROPOUT_P, DROPOUT_SEED)  # (6, 6)
     dropped = weights * mask  # (6, 6)
-    fig = Figure(figsize=(16.0, 4.9), layout="constrained")
-    axes = fig.subplots(1, 6, width_ratios=[1, 0.14, 1, 0.14, 1, 0.26])
+    fig = Figure(figsize=(11.2, 9.8), layout="constrained")
+    axes, times, equals, corner = _flow_of_three(fig, extra=0.2)
     top = float(dropped.max())  # one colour scale for both
     kwargs = {"colorbar": False, "vmin": 0, "decimals": 4}
     plotting.heatmap(
@@ -35,25 +39,26 @@ def draw_dropout() -> Figure:
     plotting.heatmap(
         mask,
         EXAMPLE_TOKENS,
-        ax=axes[2],
+        ax=axes[1],
         vmax=4,
         cmap="Greys",
         ylabel="",
-        title=f"keep mask (p = {DROPOUT_P}, seed {DROPOUT_SEED}): 0 or 1/(1-p) = 2",
+        title=f"keep mask (p = {DROPOUT_P}, seed {DROPOUT_SEED}):\n0 or 1/(1-p) = 2",
         **kwargs,
     )
     plotting.heatmap(
         dropped,
         EXAMPLE_TOKENS,
-        ax=axes[4],
+        ax=axes[2],
         vmax=top,
         title="dropped and rescaled",
         ylabel="",
         **kwargs,
     )
-    _panel_arrow(axes[1], "", symbol="×")
-    _panel_arrow(axes[3], "", symbol="=")
-    sums = axes[5]
+    _map_text(axes, 9)
+    _panel_arrow(times, "", symbol="×")
+    _down_arrow(equals, "= (element by element)")
+    sums = fig.axes[-1]
     sums.set_xlim(0, 1)
     sums.set_ylim(5.5, -0.5)
     sums.axis("off")
@@ -68,11 +73,11 @@ def draw_dropout() -> Figure:
             fontsize=10,
             color=Q_COLOUR if abs(value - 1) > 5e-3 else INK,
         )
-    fig.suptitle(
-        "Dropout in training on chapter 04's weights: each weight is dropped with probability p and "
-        "the kept ones are doubled (0.5517 becomes 1.1034), so rows no longer sum to 1",
-        fontsize=10.5,
-        color="#333333",
+    _note(
+        corner,
+        "Dropout in training on chapter 04's\nweights: each weight is dropped with\n"
+        "probability p and the kept ones are\ndoubled (0.5517 becomes 1.1034),\n"
+        "so rows no longer sum to 1.",
     )
     return fig
 

@@ -19,6 +19,7 @@ from tools.diagrams._draw import (
     _cells,
     _mini_map,
     _mini_maps,
+    _readable,
     _tint,
 )
 
@@ -100,7 +101,7 @@ def draw_single_vs_multihead() -> Figure:
         va="center",
         color="#444444",
     )
-    return fig
+    return _readable(fig)
 
 
 def draw_weight_split() -> Figure:
@@ -113,79 +114,72 @@ def draw_weight_split() -> Figure:
     with torch.no_grad():
         queries = w_query(example_inputs())  # (6, 4): the first sequence of the batch
     cols = [HEAD_COLOURS[j // hd] for j in range(d_out)]
-    fig, ax = _canvas(14.6, 5.0)
-    cell, top = 0.56, 3.95
-    mid = top - n * 0.34 / 2
+    # Two rows (the matrix multiply, then .view and .transpose): narrow enough that the
+    # numbers stay readable where JupyterLab shows the figure (tests/test_legibility.py).
+    fig, ax = _canvas(6.4, 8.6)
+    cell, row_h = 0.56, 0.34
+    top, low = 7.75, 3.95  # top edges of the two rows
+    mid, low_mid = top - n * row_h / 2, low - n * row_h / 2
 
-    def caption(x: float, text: str) -> None:
-        ax.text(x, top + 0.15, text, ha="center", va="bottom", fontsize=9.5, linespacing=1.4)
+    def caption(x: float, y: float, text: str) -> None:
+        ax.text(x, y + 0.15, text, ha="center", va="bottom", fontsize=9.5, linespacing=1.4)
 
-    def step(x0: float, x1: float, text: str) -> None:
-        _arrow(ax, (x0, mid), (x1, mid))
-        ax.text((x0 + x1) / 2, mid + 0.15, text, ha="center", va="bottom", fontsize=9)
+    def step(x0: float, x1: float, y: float, text: str) -> None:
+        _arrow(ax, (x0, y), (x1, y))
+        ax.text((x0 + x1) / 2, y + 0.15, text, ha="center", va="bottom", fontsize=9)
 
-    _cells(
-        ax,
-        0.3,
-        top,
-        w_query.weight.detach().T,
-        cell=cell,
-        cell_h=0.34,
-        col_colours=cols,
-        fill=0.35,
-        fontsize=7.5,
-        fmt="{:.4f}",
-    )
-    caption(0.3 + d_out * cell / 2, "one big $W_q$\n($d_{in}$ × $d_{out}$) = (3 × 4)")
+    def grid(x: float, y: float, values, fill: float = 0.55, **kwargs) -> None:
+        _cells(
+            ax,
+            x,
+            y,
+            values,
+            cell=cell,
+            cell_h=row_h,
+            fill=fill,
+            fontsize=7.5,
+            fmt="{:.4f}",
+            **kwargs,
+        )
+
+    grid(0.2, top, w_query.weight.detach().T, fill=0.35, col_colours=cols)
+    caption(0.2 + d_out * cell / 2, top, "one big $W_q$\n($d_{in}$ × $d_{out}$) = (3 × 4)")
     for h in range(heads):
         ax.text(
-            0.3 + (h * hd + hd / 2) * cell,
-            top - d_in * 0.34 - 0.12,
+            0.2 + (h * hd + hd / 2) * cell,
+            top - d_in * row_h - 0.12,
             f"head {h}",
             ha="center",
             va="top",
             fontsize=8.5,
             color=HEAD_COLOURS[h],
         )
-    step(2.65, 3.5, "X @ $W_q$")
-    _cells(
-        ax,
-        3.65,
-        top,
-        queries,
-        cell=cell,
-        cell_h=0.34,
-        col_colours=cols,
-        fill=0.55,
-        fontsize=7.5,
-        fmt="{:.4f}",
-    )
-    caption(3.65 + d_out * cell / 2, "queries[0]\n(n, $d_{out}$) = (6, 4)")
-    step(6.0, 7.75, ".view(b, n, h, $d_{head}$)")
+    step(2.6, 3.75, mid, "X @ $W_q$")
+    grid(3.9, top, queries, col_colours=cols)
+    caption(3.9 + d_out * cell / 2, top, "queries[0]\n(n, $d_{out}$) = (6, 4)")
+    # .view: from under queries[0] down to the second row
+    _arrow(ax, (5.0, top - n * row_h - 0.1), (1.4, low + 0.95), rad=-0.15)
+    ax.text(0.3, 5.45, ".view(b, n, h, $d_{head}$)", ha="left", va="bottom", fontsize=9)
     gap = 0.16
     for h in range(heads):
-        _cells(
-            ax,
-            7.9 + h * (hd * cell + gap),
-            top,
+        grid(
+            0.2 + h * (hd * cell + gap),
+            low,
             queries[:, h * hd : (h + 1) * hd],
-            cell=cell,
-            cell_h=0.34,
             colour=HEAD_COLOURS[h],
-            fill=0.55,
-            fontsize=7.5,
-            fmt="{:.4f}",
         )
-    caption(7.9 + (d_out * cell + gap) / 2, "same numbers, read as\n(n, h, $d_{head}$) = (6, 2, 2)")
-    step(10.35, 11.45, ".transpose(1, 2)")
+    caption(
+        0.2 + (d_out * cell + gap) / 2, low, "same numbers, read as\n(n, h, $d_{head}$) = (6, 2, 2)"
+    )
+    step(2.65, 3.75, low_mid, ".transpose(1, 2)")
     offset = 0.45
     for h in reversed(range(heads)):
-        ox, oy = 11.6 + h * offset, top + h * offset * 0.8 - 0.3
+        ox, oy = 3.9 + h * offset, low + h * offset * 0.8 - 0.3
         ax.add_patch(
             Rectangle(
-                (ox - 0.05, oy - n * 0.34 - 0.05),
+                (ox - 0.05, oy - n * row_h - 0.05),
                 hd * cell + 0.1,
-                n * 0.34 + 0.1,
+                n * row_h + 0.1,
                 facecolor="white",
                 edgecolor="none",
                 zorder=2 + 3 * (heads - h),
@@ -196,9 +190,9 @@ def draw_weight_split() -> Figure:
                 z = 3 + 3 * (heads - h)
                 ax.add_patch(
                     Rectangle(
-                        (ox + j * cell, oy - (i + 1) * 0.34),
+                        (ox + j * cell, oy - (i + 1) * row_h),
                         cell,
-                        0.34,
+                        row_h,
                         zorder=z,
                         facecolor=_tint(HEAD_COLOURS[h], 0.55),
                         edgecolor=HEAD_COLOURS[h],
@@ -208,7 +202,7 @@ def draw_weight_split() -> Figure:
                 if h == 0:
                     ax.text(
                         ox + (j + 0.5) * cell,
-                        oy - (i + 0.5) * 0.34,
+                        oy - (i + 0.5) * row_h,
                         f"{float(queries[i, j]):.4f}",
                         ha="center",
                         va="center",
@@ -216,10 +210,12 @@ def draw_weight_split() -> Figure:
                         color=INK,
                         zorder=z + 1,
                     )
-    caption(12.45, "one (n × $d_{head}$) matrix per head\n(h, n, $d_{head}$) = (2, 6, 2)")
+    caption(
+        4.75, low + 0.25, "one (n × $d_{head}$) matrix\nper head (h, n, $d_{head}$) = (2, 6, 2)"
+    )
     ax.text(
-        11.6 + hd * cell / 2 + offset / 2,
-        top - 0.45 - n * 0.34 - 0.1,
+        3.9 + hd * cell / 2 + offset / 2,
+        low - 0.45 - n * row_h - 0.1,
         "head 0 in front, head 1 behind",
         ha="center",
         va="top",
@@ -227,12 +223,12 @@ def draw_weight_split() -> Figure:
         color="#444444",
     )
     ax.text(
-        7.3,
-        0.55,
-        "One matrix multiply computes every head's queries at once (the same for keys and "
-        "values). Columns 0-1 belong to head 0 and 2-3 to head 1:\n.view relabels them without copying; "
-        ".transpose moves the head axis forward, so each head attends on its own. Numbers: chapter 05, "
-        "seed 123, first sequence.",
+        3.2,
+        0.6,
+        "One matrix multiply computes every head's queries at once (the same for\n"
+        "keys and values). Columns 0-1 belong to head 0 and 2-3 to head 1: .view\n"
+        "relabels them without copying; .transpose moves the head axis forward, so\n"
+        "each head attends on its own. Numbers: chapter 05, seed 123, first sequence.",
         ha="center",
         va="center",
         fontsize=9.5,

@@ -20,6 +20,7 @@ from tools.diagrams._draw import (
     _canvas,
     _cells,
     _mini_map,
+    _readable,
 )
 
 
@@ -157,7 +158,7 @@ def draw_text_to_logits() -> Figure:
         fontsize=9,
         color="#444444",
     )
-    return fig
+    return _readable(fig)
 
 
 FIGURES = {

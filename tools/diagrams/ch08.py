@@ -13,6 +13,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from course_utils import plotting
 from course_utils.plotting import INK, KEY_COLOUR, MUTED_COLOUR, QUERY_COLOUR
+from tools.diagrams._draw import _readable
 
 TOKENS = (1, 4, 7, 5, 6, 0, 2, 3, 8, 4, 9, 0)
 """Chapter 08's example sequence (12 tokens from a vocabulary of 10)."""
@@ -147,7 +148,7 @@ def draw_lookback_task() -> Figure:
         0.5, 0.45, "training\n(a few hundred\nsteps)", ha="center", va="top", fontsize=9, color=INK
     )
     bottom.colorbar(axes[2].images[0], ax=list(axes), shrink=0.7, label="attention weight")
-    return fig
+    return _readable(fig)
 
 
 FIGURES = {

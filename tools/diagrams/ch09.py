@@ -14,6 +14,7 @@ from course_utils.chapters import sliding_window_mask
 from course_utils.plotting import INK
 from course_utils.plotting import KEY_COLOUR as ALLOWED
 from course_utils.plotting import QUERY_COLOUR as CACHED
+from tools.diagrams._draw import _readable
 
 N_TOKENS = 8
 WINDOW = 3
@@ -111,7 +112,7 @@ def draw_sliding_window() -> Figure:
         fontsize=10.5,
         color="#333333",
     )
-    return fig
+    return _readable(fig)
 
 
 FIGURES = {

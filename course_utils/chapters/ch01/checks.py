@@ -20,7 +20,7 @@ def _cases() -> list[torch.Tensor]:
 
 
 def _expect(
-    name: str,
+    c: E.Check,
     fn: Callable,
     inputs: list[torch.Tensor],
     what: str,
@@ -31,21 +31,20 @@ def _expect(
 ) -> None:
     """``fn(*inputs)`` must return ``expected``; else the matching ``candidates(answer)`` is named."""
     __tracebackhide__ = True
-    got = E.expect_tensor_output(name, E.call_pure(name, fn, inputs, what=what), what)
-    if not E.same(got, expected):
-        raise E.mismatch(name, got, expected, where, candidates(got), hint)
+    got = c.expect_tensor_output(c.call_pure(fn, inputs, what=what), what)
+    c.compare(got, expected, where, candidates(got), hint=hint)
 
 
 def _check_on_inputs(
-    name: str, fn: Callable, expected: Callable, candidates: Callable, done: str
+    c: E.Check, fn: Callable, expected: Callable, candidates: Callable, done: str
 ) -> None:
     """``fn(inputs)`` on every case; ``expected`` and ``candidates`` are given the inputs."""
     __tracebackhide__ = True
-    E.ensure_callable(name, fn, "a function fn(inputs)")
+    c.ensure_callable(fn, "a function fn(inputs)")
     for inputs in _cases():
         shape = tuple(inputs.shape)
         _expect(
-            name,
+            c,
             fn,
             [inputs],
             f"fn(inputs of shape {shape})",
@@ -53,7 +52,7 @@ def _check_on_inputs(
             f"With inputs of shape {shape}:",
             lambda got, x=inputs: candidates(x),
         )
-    E.passed(name, f"{done} are right on {len(_SHAPES)} input shapes")
+    c.passed(f"{done} are right on {len(_SHAPES)} input shapes")
 
 
 def _score_mistakes(inputs: torch.Tensor, query: torch.Tensor) -> list:
@@ -71,13 +70,13 @@ def _score_mistakes(inputs: torch.Tensor, query: torch.Tensor) -> list:
 def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(query, inputs)``: the dot product of ``query`` with every row of ``inputs``."""
     __tracebackhide__ = True
-    name = "check_attention_scores"
-    E.ensure_callable(name, fn, "a function fn(query, inputs)")
+    c = E.Check("check_attention_scores")
+    c.ensure_callable(fn, "a function fn(query, inputs)")
     for inputs in _cases():
         for q_index in (0, inputs.shape[0] - 1):
             query, shape = inputs[q_index].clone(), tuple(inputs.shape)
             _expect(
-                name,
+                c,
                 fn,
                 [query, inputs],
                 f"fn(query, inputs of shape {shape})",
@@ -86,7 +85,7 @@ def check_attention_scores(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tens
                 lambda got, x=inputs, q=query: _score_mistakes(x, q),
                 "score i is torch.dot(query, inputs[i]).",
             )
-    E.passed(name, f"dot-product scores are right on {len(_SHAPES) * 2} cases")
+    c.passed(f"dot-product scores are right on {len(_SHAPES) * 2} cases")
 
 
 def _softmax_mistakes(x: torch.Tensor, got: torch.Tensor) -> list:
@@ -115,8 +114,8 @@ def _softmax_mistakes(x: torch.Tensor, got: torch.Tensor) -> list:
 def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check a numerically stable softmax over the last dimension, for 1-d and 2-d input."""
     __tracebackhide__ = True
-    name = "check_softmax"
-    E.ensure_callable(name, fn, "a function fn(x)")
+    c = E.Check("check_softmax")
+    c.ensure_callable(fn, "a function fn(x)")
     cases = [
         E.randn(6, seed=1),
         E.randn(4, 4, seed=2) * 3,
@@ -130,7 +129,7 @@ def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         try:
             with watch:
                 _expect(
-                    name,
+                    c,
                     fn,
                     [x],
                     f"fn(x of shape {tuple(x.shape)})",
@@ -140,18 +139,18 @@ def check_softmax(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
                 )
         except E.CheckFailure as failure:  # right on a 1-d vector, a crash on a 2-d input
             if x.dim() == 2 and failure.bug is None and failure.__cause__ is not None:
-                raise E.fail_with(name, "softmax_1d_only", str(failure).split("\n\n")[1]) from None
+                raise c.bug("softmax_1d_only", str(failure).split("\n\n")[1]) from None
             raise
         if any(call[0] in ("softmax", "_softmax", "log_softmax") for call in watch.calls):
-            raise E.fail_with(name, "softmax_library_call", where)
-    E.passed(name, f"stable softmax is right on {len(cases)} inputs, large scores included")
+            raise c.bug("softmax_library_call", where)
+    c.passed(f"stable softmax is right on {len(cases)} inputs, large scores included")
 
 
 def check_attention_weights(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(inputs)``: the (n, n) softmax-normalised dot-product weights."""
     __tracebackhide__ = True
     _check_on_inputs(
-        "check_attention_weights",
+        E.Check("check_attention_weights"),
         fn,
         lambda x: E.attention(x, x, x, _TOY_WEIGHTS),
         lambda x: [
@@ -167,7 +166,7 @@ def check_context_vectors(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(inputs)``: every token's context vector, softmax(inputs @ inputs.T) @ inputs."""
     __tracebackhide__ = True
     _check_on_inputs(
-        "check_context_vectors",
+        E.Check("check_context_vectors"),
         fn,
         lambda x: E.attention(x, x, x, _TOY),
         lambda x: [

@@ -41,18 +41,17 @@ _MATRIX_RULES = (
 
 
 def _projections(
-    check: str, module: nn.Module, owner: str, d_in: int, d_out: int, qkv_bias: bool | None
+    c: E.Check, module: nn.Module, owner: str, d_in: int, d_out: int, qkv_bias: bool | None
 ) -> list:
     """W_query, W_key, W_value: Parameter matrices (``qkv_bias`` None) or nn.Linear layers, validated."""
     if qkv_bias is not None:
-        return [E.find_linear(check, module, name, owner, d_in, d_out, qkv_bias) for name in _NAMES]
+        return [E.find_linear(c, module, name, owner, d_in, d_out, qkv_bias) for name in _NAMES]
     found = []
     for name in _NAMES:
-        w = E.find_attribute(check, module, name, owner, f"nn.Parameter of shape {(d_in, d_out)}")
-        bug = E.first_bug((bug, wrong(w, (d_in, d_out))) for wrong, bug in _MATRIX_RULES)
+        w = E.find_attribute(c, module, name, owner, f"nn.Parameter of shape {(d_in, d_out)}")
+        bug = next((bug for wrong, bug in _MATRIX_RULES if wrong(w, (d_in, d_out))), None)
         if bug:
-            raise E.fail_with(
-                check,
+            raise c.bug(
                 bug,
                 name=name,
                 d_in=d_in,
@@ -67,70 +66,67 @@ def _projections(
 
 # --------------------------------------------------------------------------- building and running
 def _build(
-    check: str, cls: type, args: tuple, seed: int, kwargs: dict | None = None
+    c: E.Check, cls: type, args: tuple, seed: int, kwargs: dict | None = None
 ) -> tuple[nn.Module, str]:
     """``cls(*args, **kwargs)`` under ``seed``, and how it was called (the layer's name in messages)."""
     __tracebackhide__ = True
     kwargs = kwargs or {}
     what = f"{cls.__name__}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"
-    return E.construct(check, cls, *args, what=what, seed=seed, **kwargs), what
+    return E.construct(c, cls, *args, what=what, seed=seed, **kwargs), what
 
 
-def _run(check: str, module: nn.Module, x: torch.Tensor, what: str):
+def _run(c: E.Check, module: nn.Module, x: torch.Tensor, what: str):
     __tracebackhide__ = True
     before = x.clone()
     with torch.no_grad():
-        got = E.call(check, module, x, what=what)
+        got = c.call(module, x, what=what)
     if not torch.equal(x, before):
-        raise E.fail_with(check, "input_modified", f"After {what}:", what="input x")
-    return E.expect_tensor_output(check, got, what)
+        raise c.bug("input_modified", f"After {what}:", what="input x")
+    return c.expect_tensor_output(got, what)
 
 
-def _check_outputs(name: str, cls: type, cases, seed: int, inputs: Callable, linear: bool) -> None:
+def _check_outputs(c: E.Check, cls: type, cases, seed: int, inputs: Callable, linear: bool) -> None:
     """Build ``cls`` per (d_in, d_out, n) case (with nn.Linear layers: qkv_bias on every other one),
     compare its output with attention from its own projections, then probe the last one."""
     __tracebackhide__ = True
     for i, (d_in, d_out, n) in enumerate(cases):
         qkv_bias = i % 2 == 1 if linear else None
         module, owner = _build(
-            name, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {}
+            c, cls, (d_in, d_out), seed + i, {"qkv_bias": True} if qkv_bias else {}
         )
-        weights = _projections(name, module, owner, d_in, d_out, qkv_bias)
+        weights = _projections(c, module, owner, d_in, d_out, qkv_bias)
         project = lambda x, ws=weights: [w(x) if linear else x @ w for w in ws]
         x = inputs(i, n, d_in)
         bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
         where = f"With d_in={d_in}, d_out={d_out}{bias} and x of shape {tuple(x.shape)}:"
         with E.DotT() if linear else contextlib.nullcontext() as dot_t:
             try:
-                got = _run(name, module, x, f"forward on x of shape {tuple(x.shape)}")
+                got = _run(c, module, x, f"forward on x of shape {tuple(x.shape)}")
             except AssertionError:
                 if dot_t and any(r > 2 for r in dot_t.ranks):
-                    raise E.fail_with(name, "dot_t_on_batch", where) from None
+                    raise c.bug("dot_t_on_batch", where) from None
                 raise
         if dot_t and any(r > 2 for r in dot_t.ranks):
-            raise E.fail_with(name, "dot_t_on_batch", where)
+            raise c.bug("dot_t_on_batch", where)
         with torch.no_grad():
             q, k, v = project(x)
         expected = _attend(q, k, v)
-        if not E.same(got, expected):
-            candidates = [(b, lambda r=r: _attend(q, k, v, r, x)) for b, r in _VARIANTS]
-            raise E.mismatch(
-                name,
-                got,
-                expected,
-                where,
-                candidates,
-                "the weights are the softmax over the last axis of the scores divided by sqrt(d_k); "
-                "on a batch, swap only the last two axes of the keys (never .T).",
-            )
-    E.probe_backward(name, module, x, where, lambda: _attend(*project(x)))
-    E.probe_device(name, module, x, where)
+        c.compare(
+            got,
+            expected,
+            where,
+            [(b, lambda r=r: _attend(q, k, v, r, x)) for b, r in _VARIANTS],
+            hint="the weights are the softmax over the last axis of the scores divided by sqrt(d_k); "
+            "on a batch, swap only the last two axes of the keys (never .T).",
+        )
+    E.probe_backward(c, module, x, where, lambda: _attend(*project(x)))
+    E.probe_device(c, module, x, where)
 
 
-def _check_initialisation(check: str, cls: type, seed: int, reference: type, linear: bool) -> None:
+def _check_initialisation(c: E.Check, cls: type, seed: int, reference: type, linear: bool) -> None:
     """With torch.manual_seed(seed), the class must create the chapter's initial weights."""
     __tracebackhide__ = True
-    module, _ = _build(check, cls, (3, 2), seed=seed)
+    module, _ = _build(c, cls, (3, 2), seed=seed)
     with E.preserved_rng():
         torch.manual_seed(seed)
         chapter = reference(3, 2)
@@ -143,8 +139,8 @@ def _check_initialisation(check: str, cls: type, seed: int, reference: type, lin
     if {tuple(g.flatten().tolist()) for g in got} == {
         tuple(e.flatten().tolist()) for e in expected
     }:
-        raise E.fail_with(check, "init_order", seed=seed)
-    raise E.fail_with(check, "init_differs", seed=seed)
+        raise c.bug("init_order", seed=seed)
+    raise c.bug("init_differs", seed=seed)
 
 
 # (d_in, d_out, n_tokens): the first case has d_in, d_out and n all different and d_out
@@ -160,50 +156,48 @@ _TRANSFER_CASES = ((4, 4), (3, 2), (2, 5))
 def check_self_attention_v1(cls: type) -> None:
     """Check a ``SelfAttention_v1(d_in, d_out)`` class: Parameter matrices, (n, d_in) inputs."""
     __tracebackhide__ = True
-    name = "check_self_attention_v1"
-    E.ensure_class(name, cls, "your class SelfAttention_v1 itself")
+    c = E.Check("check_self_attention_v1")
+    c.ensure_class(cls, "your class SelfAttention_v1 itself")
     _check_outputs(
-        name, cls, _CASES_2D, 200, lambda i, n, d_in: E.randn(n, d_in, seed=300 + i), linear=False
+        c, cls, _CASES_2D, 200, lambda i, n, d_in: E.randn(n, d_in, seed=300 + i), linear=False
     )
-    _check_initialisation(name, cls, 123, SelfAttention_v1, linear=False)
-    E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
+    _check_initialisation(c, cls, 123, SelfAttention_v1, linear=False)
+    c.passed(f"right context vectors for {len(_CASES_2D)} sizes, book initialisation")
 
 
 def check_self_attention_v2(cls: type) -> None:
     """Check a ``SelfAttention_v2(d_in, d_out, qkv_bias=False)`` class with nn.Linear layers."""
     __tracebackhide__ = True
-    name = "check_self_attention_v2"
-    E.ensure_class(name, cls, "your class itself (e.g. SelfAttention_v2)")
+    c = E.Check("check_self_attention_v2")
+    c.ensure_class(cls, "your class itself (e.g. SelfAttention_v2)")
     _check_outputs(
-        name, cls, _CASES_2D, 400, lambda i, n, d_in: E.randn(n, d_in, seed=500 + i), linear=True
+        c, cls, _CASES_2D, 400, lambda i, n, d_in: E.randn(n, d_in, seed=500 + i), linear=True
     )
-    _check_initialisation(name, cls, 789, SelfAttention_v2, linear=True)
-    E.passed(name, f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
+    _check_initialisation(c, cls, 789, SelfAttention_v2, linear=True)
+    c.passed(f"right context vectors for {len(_CASES_2D)} sizes, with and without bias")
 
 
 def check_batched_self_attention(cls: type) -> None:
     """Check a class ``cls(d_in, d_out, qkv_bias=False)`` mapping (b, n, d_in) to (b, n, d_out)."""
     __tracebackhide__ = True
-    name = "check_batched_self_attention"
-    E.ensure_class(name, cls, "your class itself")
+    c = E.Check("check_batched_self_attention")
+    c.ensure_class(cls, "your class itself")
     _check_outputs(
-        name,
+        c,
         cls,
         [(d_in, d_out, n) for d_in, d_out, _, n in _BATCH_CASES],
         800,
         lambda i, n, d_in: E.randn(_BATCH_CASES[i][2], n, d_in, seed=900 + i),
         linear=True,
     )
-    E.passed(
-        name, f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart"
-    )
+    c.passed(f"right context vectors for {len(_BATCH_CASES)} batch shapes, sequences kept apart")
 
 
 def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
     """Check ``fn(v1, v2)``: copies SelfAttention_v2's weights into SelfAttention_v1."""
     __tracebackhide__ = True
-    name = "check_weight_transfer"
-    E.ensure_callable(name, fn, "a function fn(v1, v2)")
+    c = E.Check("check_weight_transfer")
+    c.ensure_callable(fn, "a function fn(v1, v2)")
     for i, (d_in, d_out) in enumerate(_TRANSFER_CASES):
         with E.preserved_rng():
             torch.manual_seed(600 + i)
@@ -212,20 +206,20 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
         v2_before = {n: getattr(v2, n).weight.detach().clone() for n in _NAMES}
         where = f"With d_in={d_in}, d_out={d_out} (v1 matrices {(d_in, d_out)}, v2 weights {(d_out, d_in)}):"
         try:
-            E.call(name, fn, v1, v2, what="fn(v1, v2)")
+            c.call(fn, v1, v2, what="fn(v1, v2)")
         except AssertionError as exc:
             if "leaf Variable" in str(exc) or "requires grad" in str(exc):
-                raise E.fail_with(name, "copy_without_no_grad", where) from None
+                raise c.bug("copy_without_no_grad", where) from None
             raise
-        _check_transfer(name, v1, v2, v1_before, v2_before, where)
+        _check_transfer(c, v1, v2, v1_before, v2_before, where)
         x = E.randn(3, d_in, seed=700 + i)
         with torch.no_grad():
             if not E.same(v1(x), v2(x)):
-                raise E.fail_with(name, "transfer_outputs_differ", where=where)
-    E.passed(name, f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
+                raise c.bug("transfer_outputs_differ", where=where)
+    c.passed(f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
 
 
-def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
+def _check_transfer(c, v1, v2, v1_before, v2_before, where) -> None:
     __tracebackhide__ = True
     v2_now = {n: getattr(v2, n).weight.detach() for n in _NAMES}
     if any(not E.same(v2_now[n], v2_before[n]) for n in _NAMES):
@@ -234,25 +228,20 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
             for n in _NAMES
             if v2_now[n].shape == v1_before[n].T.shape
         )
-        raise E.fail_with(
-            check, "transfer_reversed" if reversed_copy else "transfer_changed_source", where
-        )
+        raise c.bug("transfer_reversed" if reversed_copy else "transfer_changed_source", where)
     swaps = []
     for n in _NAMES:
         got = getattr(v1, n)
         if not isinstance(got, nn.Parameter):
-            raise E.fail_with(
-                check, "transfer_replaced_parameter", where=where, name=n, kind=type(got).__name__
-            )
+            raise c.bug("transfer_replaced_parameter", where=where, name=n, kind=type(got).__name__)
         if got is getattr(v2, n).weight:
-            raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
+            raise c.bug("shared_parameter", where, detail=f"v1.{n}")
         if tuple(got.shape) == tuple(v2_before[n].shape) and got.shape[0] != got.shape[1]:
-            raise E.fail_with(
-                check, "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}."
+            raise c.bug(
+                "transfer_no_transpose", f"{where} v1.{n} now has shape {tuple(got.shape)}."
             )
         if tuple(got.shape) != tuple(v1_before[n].shape):
-            raise E.fail_with(
-                check,
+            raise c.bug(
                 "transfer_wrong_shape",
                 where=where,
                 name=n,
@@ -262,26 +251,25 @@ def _check_transfer(check, v1, v2, v1_before, v2_before, where) -> None:
         value = got.detach()
         if E.same(value, v2_before[n].T):
             if E.storage(got) == E.storage(getattr(v2, n).weight):
-                raise E.fail_with(check, "shared_parameter", where, detail=f"v1.{n}")
+                raise c.bug("shared_parameter", where, detail=f"v1.{n}")
             if not got.requires_grad:
-                raise E.fail_with(check, "transfer_frozen", where, detail=f"v1.{n}")
+                raise c.bug("transfer_frozen", where, detail=f"v1.{n}")
             continue
         if E.same(value, v2_before[n]):
-            raise E.fail_with(check, "transfer_no_transpose", where)
+            raise c.bug("transfer_no_transpose", where)
         source = next((m for m in _NAMES if m != n and E.same(value, v2_before[m].T)), None)
         if source is not None:
             swaps.append(f"v1.{n} received v2.{source}")
             continue
         if E.same(value, v1_before[n]):
-            raise E.fail_with(check, "transfer_missing", where, detail=f"v1.{n}")
-        raise E.fail(
-            check,
+            raise c.bug("transfer_missing", where, detail=f"v1.{n}")
+        raise c.fail(
             f"{where} v1.{n} holds none of v2's weights: "
             f"{E.describe_difference(v2_before[n].T, value)}.",
             "v1.W_query should equal v2.W_query.weight.T after the copy.",
         )
     if swaps:
-        raise E.fail_with(check, "transfer_swapped", where, detail="; ".join(swaps))
+        raise c.bug("transfer_swapped", where, detail="; ".join(swaps))
 
 
 __all__ = [

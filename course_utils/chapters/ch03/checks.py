@@ -25,43 +25,40 @@ _MASK_SIZES = (5, 1, 2, 6, 9)
 def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
     """Check ``fn(n)``: a bool (n, n) tensor, True above the diagonal (the future)."""
     __tracebackhide__ = True
-    name = "check_causal_mask"
-    E.ensure_callable(name, fn, "a function fn(n)")
+    c = E.Check("check_causal_mask")
+    c.ensure_callable(fn, "a function fn(n)")
     for n in _MASK_SIZES:
         expected = E.mask_of("future", n)
         where = f"For n={n}:"
-        got = E.expect_tensor_output(name, E.call(name, fn, n, what=f"fn({n})"), f"fn({n})")
+        got = c.expect_tensor_output(c.call(fn, n, what=f"fn({n})"), f"fn({n})")
         if tuple(got.shape) != (n, n):
             if got.dim() == 2 and got.shape[0] == got.shape[1]:
-                raise E.fail_with(name, "mask_fixed_size", n=n, shape=tuple(got.shape))
-            raise E.fail_with(
-                name, "mask_shape_wrong", where=where, expected=(n, n), shape=tuple(got.shape)
-            )
+                raise c.bug("mask_fixed_size", n=n, shape=tuple(got.shape))
+            raise c.bug("mask_shape_wrong", where=where, expected=(n, n), shape=tuple(got.shape))
         if (
             got.dtype != torch.bool
             and not got.is_complex()
             and E.same(got.float(), expected.float())
         ):
-            raise E.fail_with(name, "mask_float", dtype=got.dtype)
+            raise c.bug("mask_float", dtype=got.dtype)
         pattern = got if got.dtype == torch.bool else got != 0
         if torch.equal(pattern, expected):
             if got.dtype == torch.bool:
                 continue
-            raise E.fail_with(name, "mask_additive", dtype=got.dtype)  # 0 / -inf, -1e9, NaN, ...
+            raise c.bug("mask_additive", dtype=got.dtype)  # 0 / -inf, -1e9, NaN, ...
         for bug, kind in (
             ("mask_diagonal", "diagonal"),
             ("keep_mask", "keep"),
             ("mask_past", "past"),
         ):
             if torch.equal(pattern, E.mask_of(kind, n)):
-                raise E.fail_with(name, bug, where)
+                raise c.bug(bug, where)
         wrong = torch.nonzero(pattern != expected)[0].tolist()
-        raise E.fail(
-            name,
+        raise c.fail(
             f"{where} entry {tuple(wrong)} should be {bool(expected[tuple(wrong)])}.",
             "True exactly where the key comes after the query (column > row).",
         )
-    E.passed(name, f"bool masks, True above the diagonal, for n in {list(_MASK_SIZES)}")
+    c.passed(f"bool masks, True above the diagonal, for n in {list(_MASK_SIZES)}")
 
 
 # --------------------------------------------------------------------------- masking two ways
@@ -94,10 +91,10 @@ def _score_cases() -> list[tuple[torch.Tensor, float]]:
 
 
 def _check_masking(
-    name: str, fn: Callable, base: E.Recipe, own: list[tuple[str, E.Recipe]]
+    c: E.Check, fn: Callable, base: E.Recipe, own: list[tuple[str, E.Recipe]]
 ) -> None:
     __tracebackhide__ = True
-    E.ensure_callable(name, fn, "a function fn(scores, d_k)")
+    c.ensure_callable(fn, "a function fn(scores, d_k)")
     cases = _score_cases()
     pairs = own + [
         (bug, _on(b, r))
@@ -108,30 +105,29 @@ def _check_masking(
     for scores, d_k in cases:
         expected = E.weights_from_scores(scores, base, d_k=d_k)
         what = f"fn(scores of shape {tuple(scores.shape)}, d_k={d_k})"
-        got = E.expect_tensor_output(name, E.call_pure(name, fn, [scores], d_k, what=what), what)
+        got = c.expect_tensor_output(c.call_pure(fn, [scores], d_k, what=what), what)
         if E.same(got, expected):
             continue
         where = f"With scores of shape {tuple(scores.shape)} and d_k={d_k}:"
         if got.shape == expected.shape and torch.isinf(got).any():
-            raise E.fail_with(name, "minus_inf_in_weights", where)
-        raise E.mismatch(
-            name,
+            raise c.bug("minus_inf_in_weights", where)
+        c.compare(
             got,
             expected,
             where,
             [(b, lambda r=r: E.weights_from_scores(scores, r, d_k=d_k)) for b, r in pairs],
         )
     E.probe_device(
-        name, None, cases[2][0], "With scores on another device:", fn=lambda s: fn(s, cases[2][1])
+        c, None, cases[2][0], "With scores on another device:", fn=lambda s: fn(s, cases[2][1])
     )
-    E.passed(name, f"right causal weights for {len(cases)} score tensors (2-d and batched)")
+    c.passed(f"right causal weights for {len(cases)} score tensors (2-d and batched)")
 
 
 def check_mask_after_softmax(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
     """Check way 1: ``fn(scores, d_k)`` = scaled softmax, zero the future, renormalise rows."""
     __tracebackhide__ = True
     _check_masking(
-        "check_mask_after_softmax",
+        E.Check("check_mask_after_softmax"),
         fn,
         _WAY_AFTER,
         [
@@ -146,7 +142,7 @@ def check_mask_before_softmax(fn: Callable[[torch.Tensor, float], torch.Tensor])
     """Check way 2: ``fn(scores, d_k)`` = scores above the diagonal set to -inf, scaled softmax."""
     __tracebackhide__ = True
     _check_masking(
-        "check_mask_before_softmax",
+        E.Check("check_mask_before_softmax"),
         fn,
         E.RIGHT,
         [("mask_after_softmax", E.Recipe(mask_after="zero"))],

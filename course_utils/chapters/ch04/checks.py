@@ -27,20 +27,13 @@ def check_causal_attention(cls: type) -> None:
     probes another device, a longer second call and a training step.
     """
     __tracebackhide__ = True
-    name = "check_causal_attention"
-    E.ensure_class(name, cls, "a class such as CausalAttention")
-    E.check_layer(
-        name,
-        cls,
-        CAUSAL_CASES,
-        CAUSAL_DROPOUT_CASE,
-        E.causal_layers,
-        E.head_attention,
-        CAUSAL_VARIANTS,
-        E.chapters().CausalAttention,
+    c = E.Check("check_causal_attention")
+    c.ensure_class(cls, "a class such as CausalAttention")
+    layer = E.Layer(
+        E.causal_layers, E.head_attention, CAUSAL_VARIANTS, E.chapters().CausalAttention
     )
-    E.passed(
-        name,
+    E.check_layer(c, cls, layer, CAUSAL_CASES, CAUSAL_DROPOUT_CASE)
+    c.passed(
         f"matches causal attention on {len(CAUSAL_CASES)} shapes (batch 1 to 3, "
         "n <= context_length, with and without bias); mask buffer, dropout and length limit right",
     )
@@ -49,7 +42,7 @@ def check_causal_attention(cls: type) -> None:
 def check_causal_batch_output(out: object) -> None:
     """Check the output of CausalAttention(512, 768, ...) on a (20, 100, 512) batch."""
     E.check_output_shape(
-        "check_causal_batch_output",
+        E.Check("check_causal_batch_output"),
         out,
         (20, 100, 768),
         "one row per token of each sequence, each d_out = 768 wide.",

@@ -23,23 +23,19 @@ WRAPPER_VARIANTS = E.variants("axis", "scale", "mask", "projections", "concat")
 
 
 def _wrapper_heads(
-    check: str, module: nn.Module, owner: str, case: E.Case
+    c: E.Check, module: nn.Module, owner: str, case: E.Case
 ) -> list[dict[str, nn.Linear]]:
     heads = getattr(module, "heads", None)
     if heads is None:
-        raise E.fail_with(check, "wrapper_heads_missing", n=case.num_heads, owner=owner)
+        raise c.bug("wrapper_heads_missing", n=case.num_heads, owner=owner)
     if isinstance(heads, (list, tuple)):
-        raise E.fail_with(check, "heads_python_list", f"In {owner}:")
+        raise c.bug("heads_python_list", f"In {owner}:")
     if not isinstance(heads, (nn.ModuleList, nn.Sequential)):
-        raise E.fail_with(
-            check, "wrapper_heads_not_module_list", owner=owner, kind=type(heads).__name__
-        )
+        raise c.bug("wrapper_heads_not_module_list", owner=owner, kind=type(heads).__name__)
     if len(heads) != case.num_heads:
-        raise E.fail_with(
-            check, "wrapper_head_count", owner=owner, got=len(heads), n=case.num_heads
-        )
+        raise c.bug("wrapper_head_count", owner=owner, got=len(heads), n=case.num_heads)
     if len({id(head) for head in heads}) < len(heads):
-        raise E.fail_with(check, "heads_shared", f"In {owner}:")
+        raise c.bug("heads_shared", f"In {owner}:")
     layers = []
     for i, head in enumerate(heads):
         query = getattr(head, "W_query", None)
@@ -47,14 +43,13 @@ def _wrapper_heads(
             isinstance(query, nn.Linear)
             and query.out_features == case.d_out // case.num_heads != case.d_out
         ):
-            raise E.fail_with(
-                check,
+            raise c.bug(
                 "wrapper_d_out_split",
                 f"In {owner}, heads[{i}].W_query has {query.out_features} outputs:",
             )
-        layers.append(E.causal_layers(check, head, f"{owner}.heads[{i}]", case))
+        layers.append(E.causal_layers(c, head, f"{owner}.heads[{i}]", case))
     if any(E.same(a["W_query"].weight, b["W_query"].weight) for a, b in zip(layers, layers[1:])):
-        raise E.fail_with(check, "heads_identical", f"In {owner}:")
+        raise c.bug("heads_identical", f"In {owner}:")
     return layers
 
 
@@ -63,20 +58,12 @@ def check_multihead_wrapper(cls: type) -> None:
     qkv_bias=False)`` class: an nn.ModuleList ``heads`` of causal heads, each d_out wide,
     outputs concatenated on the last axis."""
     __tracebackhide__ = True
-    name = "check_multihead_wrapper"
-    E.ensure_class(name, cls, "a class such as MultiHeadAttentionWrapper")
-    E.check_layer(
-        name,
-        cls,
-        WRAPPER_CASES,
-        WRAPPER_DROPOUT_CASE,
-        _wrapper_heads,
-        E.wrapper_reference,
-        WRAPPER_VARIANTS,
-        E.chapters().MultiHeadAttentionWrapper,
-    )
-    E.passed(
-        name,
+    c = E.Check("check_multihead_wrapper")
+    c.ensure_class(cls, "a class such as MultiHeadAttentionWrapper")
+    reference = E.chapters().MultiHeadAttentionWrapper
+    layer = E.Layer(_wrapper_heads, E.wrapper_reference, WRAPPER_VARIANTS, reference)
+    E.check_layer(c, cls, layer, WRAPPER_CASES, WRAPPER_DROPOUT_CASE)
+    c.passed(
         f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "
         "with and without bias); heads registered, dropout right",
     )
@@ -94,15 +81,15 @@ MHA_VARIANTS = E.variants(
 )
 
 
-def _mha_weights(check: str, module: nn.Module, owner: str, case: E.Case) -> E.MHAWeights:
-    qkv = E.qkv_layers(check, module, owner, case)
-    out_proj = E.find_linear(check, module, "out_proj", owner, case.d_out, case.d_out, None)
+def _mha_weights(c: E.Check, module: nn.Module, owner: str, case: E.Case) -> E.MHAWeights:
+    qkv = E.qkv_layers(c, module, owner, case)
+    out_proj = E.find_linear(c, module, "out_proj", owner, case.d_out, case.d_out, None)
     if out_proj.bias is None:
-        raise E.fail_with(check, "out_proj_bias_follows_qkv_bias", f"In {owner}:")
+        raise c.bug("out_proj_bias_follows_qkv_bias", f"In {owner}:")
     head_dim = getattr(module, "head_dim", None)
     if head_dim == case.d_in // case.num_heads != case.d_out // case.num_heads:
-        raise E.fail_with(check, "head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
-    E.check_mask_buffer(check, module, owner, case.context_length)
+        raise c.bug("head_dim_from_d_in", f"In {owner}, head_dim = {head_dim}:")
+    E.check_mask_buffer(c, module, owner, case.context_length)
     return E.MHAWeights(qkv, out_proj, case.num_heads)
 
 
@@ -114,39 +101,32 @@ def check_multihead_attention(cls: type) -> None:
     qkv_bias=False)`` class: one W_query/W_key/W_value each, split into heads with view and
     transpose, causal mask, dropout on the weights, heads merged, then out_proj."""
     __tracebackhide__ = True
-    name = "check_multihead_attention"
-    E.ensure_class(name, cls, "a class such as MultiHeadAttention")
+    c = E.Check("check_multihead_attention")
+    c.ensure_class(cls, "a class such as MultiHeadAttention")
     try:
-        E.check_layer(
-            name,
-            cls,
-            MHA_CASES,
-            MHA_DROPOUT_CASE,
-            _mha_weights,
-            E.mha_reference,
-            MHA_VARIANTS,
-            E.chapters().MultiHeadAttention,
+        layer = E.Layer(
+            _mha_weights, E.mha_reference, MHA_VARIANTS, E.chapters().MultiHeadAttention
         )
+        E.check_layer(c, cls, layer, MHA_CASES, MHA_DROPOUT_CASE)
     except AssertionError as failure:
         try:
             source = inspect.getsource(cls.__init__)
         except (OSError, TypeError):
             source = ""
         if getattr(failure, "bug", None) is None and _HEAD_DIM_FROM_D_IN.search(source):
-            raise E.fail_with(name, "head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
+            raise c.bug("head_dim_from_d_in", str(failure).split("\n\n")[1]) from None
         raise
     what = f"{cls.__name__}(d_in=4, d_out=5, context_length=6, dropout=0.0, num_heads=2)"
     with E.isolated():  # any clear refusal of a d_out that num_heads does not divide is right
         E.expect_value_error(
-            name,
+            c,
             lambda: cls(4, 5, 6, 0.0, 2),
             f"{what} was built without an error.",
             what,
             refusal=Exception,
             bug="no_divisibility_check",
         )
-    E.passed(
-        name,
+    c.passed(
         f"matches split-head attention on {len(MHA_CASES)} configurations (2 and 3 heads, "
         "batch 1 to 3, with and without bias); mask, dropout, out_proj and the d_out check right",
     )
@@ -156,7 +136,7 @@ def check_multihead_attention(cls: type) -> None:
 def check_wrapper_batch_output(out: object) -> None:
     """Check the wrapper's output on a (20, 100, 512) batch with d_out=768 and 3 heads."""
     E.check_output_shape(
-        "check_wrapper_batch_output",
+        E.Check("check_wrapper_batch_output"),
         out,
         (20, 100, 2304),
         "each of the 3 heads returns d_out=768 features per token, side by side.",
@@ -173,7 +153,7 @@ def check_wrapper_batch_output(out: object) -> None:
 def check_split_batch_output(out: object) -> None:
     """Check MultiHeadAttention's output on a (40, 80, 768) batch with d_out=1536 and 3 heads."""
     E.check_output_shape(
-        "check_split_batch_output",
+        E.Check("check_split_batch_output"),
         out,
         (40, 80, 1536),
         "in the split class d_out is the total width: the 3 heads share it (512 each) and are "
@@ -193,22 +173,22 @@ def check_split_batch_output(out: object) -> None:
 def check_shape_prediction(predicted: object, module: object, x: object) -> None:
     """Check a predicted output shape: ``predicted`` (a tuple of ints) against ``module(x).shape``."""
     __tracebackhide__ = True
-    name = "check_shape_prediction"
+    c = E.Check("check_shape_prediction")
     if not callable(module) or not isinstance(x, torch.Tensor):
-        raise E.fail_with(
-            name, "shape_prediction_bad_arguments", module=type(module).__name__, x=type(x).__name__
+        raise c.bug(
+            "shape_prediction_bad_arguments", module=type(module).__name__, x=type(x).__name__
         )
     if isinstance(predicted, torch.Size):
         predicted = tuple(predicted)
     if not isinstance(predicted, (tuple, list)) or not all(
         isinstance(d, int) and not isinstance(d, bool) for d in predicted
     ):
-        raise E.fail_with(name, "shape_prediction_not_tuple", shown=E.shown(predicted))
+        raise c.bug("shape_prediction_not_tuple", shown=E.shown(predicted))
     with E.isolated():
-        out = E.call(name, module, x, what=f"the layer on x of shape {tuple(x.shape)}")
+        out = c.call(module, x, what=f"the layer on x of shape {tuple(x.shape)}")
     got = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if got is None:
-        raise E.fail_with(name, "shape_prediction_no_tensor", kind=type(out).__name__)
+        raise c.bug("shape_prediction_no_tensor", kind=type(out).__name__)
     if tuple(predicted) != got:
         why = ""
         if len(predicted) != len(got):
@@ -218,10 +198,8 @@ def check_shape_prediction(predicted: object, module: object, x: object) -> None
                 f"The batch and token axes are right; the last axis is the layer's output width, "
                 f"{got[-1]}, not {predicted[-1]}."
             )
-        raise E.fail_with(
-            name, "shape_prediction_wrong", predicted=tuple(predicted), got=got, why=why
-        )
-    E.passed(name, f"the output has shape {got}, as you predicted")
+        raise c.bug("shape_prediction_wrong", predicted=tuple(predicted), got=got, why=why)
+    c.passed(f"the output has shape {got}, as you predicted")
 
 
 __all__ = [

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import itertools
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from course_utils.checks import _engine as E
+
+from .torch_mha import check_copy_into_torch_mha
 
 # --------------------------------------------------------------------------- dataset
 # (number of tokens, context_length, stride). The first case (stride 1) separates the
@@ -21,15 +21,14 @@ def _window_count(n: int, length: int, stride: int) -> int:
     return len(range(0, n - length, stride))
 
 
-def _item(name: str, ds, i: int, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _item(c: E.Check, ds, i: int, where: str) -> tuple[torch.Tensor, torch.Tensor]:
     """dataset[i], required to be a pair of integer tensors."""
-    item = E.call(name, ds.__getitem__, i, what=f"dataset[{i}]")
+    item = c.call(ds.__getitem__, i, what=f"dataset[{i}]")
     if not isinstance(item, (tuple, list)) or len(item) != 2:
-        raise E.fail_with(name, "dataset_item_not_pair", where=where, i=i, kind=type(item).__name__)
+        raise c.bug("dataset_item_not_pair", where=where, i=i, kind=type(item).__name__)
     for label, t in zip(("inputs", "targets"), item):
         if not isinstance(t, torch.Tensor):
-            raise E.fail_with(
-                name,
+            raise c.bug(
                 "dataset_item_not_tensor",
                 where=where,
                 label=label,
@@ -37,24 +36,21 @@ def _item(name: str, ds, i: int, where: str) -> tuple[torch.Tensor, torch.Tensor
                 kind=type(t).__name__,
             )
         if t.dtype.is_floating_point or t.dtype == torch.bool:
-            raise E.fail_with(
-                name, "dataset_ids_not_integer", where=where, label=label, i=i, dtype=t.dtype
-            )
+            raise c.bug("dataset_ids_not_integer", where=where, label=label, i=i, dtype=t.dtype)
     return item
 
 
 def check_sliding_window_dataset(dataset_cls: type) -> None:
     """Check ``dataset_cls(token_ids, context_length, stride)``: windows and shifted targets."""
     __tracebackhide__ = True
-    name = "check_sliding_window_dataset"
-    E.ensure_class(name, dataset_cls, "a Dataset class taking (token_ids, context_length, stride)")
+    c = E.Check("check_sliding_window_dataset")
+    c.ensure_class(dataset_cls, "a Dataset class taking (token_ids, context_length, stride)")
     for case, (n, length, stride) in enumerate(_DATASET_CASES):
         ids = torch.randperm(50257, generator=E.generator(600 + case))[
             :n
         ].tolist()  # distinct GPT-2 ids
         where = f"With {n} tokens, context_length={length}, stride={stride}:"
-        ds = E.call(
-            name,
+        ds = c.call(
             dataset_cls,
             list(ids),
             length,
@@ -63,9 +59,9 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
         )
         for method in ("__len__", "__getitem__"):
             if not hasattr(ds, method):
-                raise E.fail_with(name, "dataset_missing_method", method=method)
+                raise c.bug("dataset_missing_method", method=method)
         expected_len = _window_count(n, length, stride)
-        got_len = E.call(name, len, ds, what="len(dataset)")
+        got_len = c.call(len, ds, what="len(dataset)")
         if got_len != expected_len:
             counts = (
                 ("window_stride_ignored", n - length),
@@ -74,53 +70,46 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
                 ("window_floor_count", (n - length) // stride),
                 ("window_missing", len(range(0, n - length - 1, stride))),
             )
-            bug = (
-                E.first_bug((key, count == got_len) for key, count in counts)
-                or "window_count_wrong"
-            )
-            raise E.fail_with(
-                name, bug, f"{where} expected {expected_len} windows, your dataset has {got_len}."
+            bug = next((key for key, count in counts if count == got_len), "window_count_wrong")
+            raise c.bug(
+                bug, f"{where} expected {expected_len} windows, your dataset has {got_len}."
             )
         full = torch.tensor(ids)
         # Window 0 last: a target shifted backwards is only recognisable from window 1 on.
         for i in [*range(1, expected_len), 0][:expected_len]:
             start = i * stride
             want_x, want_y = full[start : start + length], full[start + 1 : start + length + 1]
-            x, y = _item(name, ds, i, where)
+            x, y = _item(c, ds, i, where)
             where_i = f"{where} dataset[{i}] (the window starting at token {start}):"
             if E.same(x, want_x) and E.same(y, want_y):
                 continue
-            bug = E.first_bug(
+            known = (
+                ("targets_not_shifted", E.same(x, want_x) and E.same(y, x)),
+                ("targets_swapped", E.same(x, want_y) and E.same(y, want_x)),
                 (
-                    ("targets_not_shifted", E.same(x, want_x) and E.same(y, x)),
-                    ("targets_swapped", E.same(x, want_y) and E.same(y, want_x)),
-                    (
-                        "targets_shifted_back",
-                        E.same(x, want_x)
-                        and start >= 1
-                        and E.same(y, full[start - 1 : start - 1 + length]),
-                    ),
-                    (
-                        "window_stride_ignored_getitem",
-                        stride != 1 and E.same(x, full[i : i + length]),
-                    ),
-                )
+                    "targets_shifted_back",
+                    E.same(x, want_x)
+                    and start >= 1
+                    and E.same(y, full[start - 1 : start - 1 + length]),
+                ),
+                (
+                    "window_stride_ignored_getitem",
+                    stride != 1 and E.same(x, full[i : i + length]),
+                ),
             )
-            if bug:
-                raise E.fail_with(name, bug, where_i)
+            for bug, holds in known:
+                if holds:
+                    raise c.bug(bug, where_i)
             if not E.same(x, want_x):
-                raise E.fail(
-                    name,
+                raise c.fail(
                     f"{where_i} inputs should be {want_x.tolist()}, got {x.tolist()}.",
                     "inputs = token_ids[s : s + context_length] with s = i * stride.",
                 )
-            raise E.fail(
-                name,
+            raise c.fail(
                 f"{where_i} targets should be {want_y.tolist()}, got {y.tolist()}.",
                 "targets are the inputs shifted by one: token_ids[s + 1 : s + context_length + 1].",
             )
-    E.passed(
-        name,
+    c.passed(
         f"windows, counts and the one-token shift are right on {len(_DATASET_CASES)} "
         "(length, context_length, stride) cases",
     )
@@ -131,7 +120,7 @@ def check_sliding_window_dataset(dataset_cls: type) -> None:
 _EMBEDDING_CASES = ((50, 6, 4, 2), (97, 10, 8, 3), (50257, 8, 16, 2))
 
 
-def _positions_shifted(name, layer, ids, tok_values, pos_values, where) -> None:
+def _positions_shifted(c, layer, ids, tok_values, pos_values, where) -> None:
     """A crash on a full-length input: positions 1 .. n run past the table. One token shorter, is the
     output token + position rows 1 .. n? Then name it."""
     short = ids[:, :-1]  # (batch, n - 1)
@@ -140,21 +129,17 @@ def _positions_shifted(name, layer, ids, tok_values, pos_values, where) -> None:
     except Exception:  # noqa: BLE001 - it crashes for another reason: the caller reports the crash
         return
     if E.same(got, tok_values[short] + pos_values[1 : short.shape[1] + 1]):
-        raise E.fail_with(
-            name, "positions_shifted", f"{where} on {ids.shape[1]} tokens it crashed;"
-        )
+        raise c.bug("positions_shifted", f"{where} on {ids.shape[1]} tokens it crashed;")
 
 
 def check_input_embedding(embedding_cls: type) -> None:
     """Check ``embedding_cls(vocab_size, context_length, d_model)``: token + position embeddings."""
     __tracebackhide__ = True
-    name = "check_input_embedding"
-    E.ensure_class(
-        name, embedding_cls, "an nn.Module class taking (vocab_size, context_length, d_model)"
-    )
+    c = E.Check("check_input_embedding")
+    c.ensure_class(embedding_cls, "an nn.Module class taking (vocab_size, context_length, d_model)")
     for case, (vocab, length, d, batch) in enumerate(_EMBEDDING_CASES):
         layer = E.construct(
-            name,
+            c,
             embedding_cls,
             vocab,
             length,
@@ -165,12 +150,9 @@ def check_input_embedding(embedding_cls: type) -> None:
         tables = [p for p in layer.parameters() if p.dim() == 2]
         shapes = [tuple(t.shape) for t in tables]
         if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
-            raise E.fail_with(
-                name, "pos_sized_by_vocab", f"{where} your tables have shapes {shapes}."
-            )
+            raise c.bug("pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
         if (vocab, d) not in shapes or (length, d) not in shapes:
-            raise E.fail_with(
-                name,
+            raise c.bug(
                 "embedding_table_shapes",
                 where=where,
                 token=(vocab, d),
@@ -193,37 +175,34 @@ def check_input_embedding(embedding_cls: type) -> None:
                     try:
                         got = layer(ids)
                     except Exception as exc:  # noqa: BLE001 - we report it in words
-                        raise E.fail_with(
-                            name,
+                        raise c.bug(
                             "pos_not_sliced",
                             f"{where} on an input of {n} tokens it "
                             f"raised {type(exc).__name__}: {exc}",
                         ) from None
                 else:
                     try:
-                        got = E.call(name, layer, ids, what=what)
+                        got = c.call(layer, ids, what=what)
                     except E.CheckFailure:
-                        _positions_shifted(name, layer, ids, tok_values, pos_values, where)
+                        _positions_shifted(c, layer, ids, tok_values, pos_values, where)
                         raise
             token_part, pos_part = tok_values[ids], pos_values[:n]  # (batch, n, d), (n, d)
             expected = token_part + pos_part  # (batch, n, d)
-            got = E.expect_tensor_output(name, got, what)
+            got = c.expect_tensor_output(got, what)
             if E.same(got, expected):
                 full_ok = full_ok or n == length
                 continue
             where_n = f"{where} on token ids of shape {(batch, n)}:"
             if n < length and tuple(got.shape) == (batch, length, d):
-                raise E.fail_with(
-                    name,
+                raise c.bug(
                     "pos_not_sliced",
                     f"{where_n} your output has shape "
                     f"{tuple(got.shape)}: all {length} positions were added to an input of "
                     f"{n} token{'s' if n != 1 else ''}.",
                 )
             if tuple(got.shape) == (batch, n, 2 * d):
-                raise E.fail_with(name, "embeddings_concatenated", where_n)
-            raise E.mismatch(
-                name,
+                raise c.bug("embeddings_concatenated", where_n)
+            c.compare(
                 got,
                 expected,
                 where_n,
@@ -234,208 +213,21 @@ def check_input_embedding(embedding_cls: type) -> None:
                     ("last_positions", lambda: token_part + pos_values[length - n :]),
                     ("positions_shifted", lambda: token_part + pos_values[1 : n + 1]),
                 ],
-                "add the token embeddings and the embeddings of positions 0 .. n - 1.",
+                hint="add the token embeddings and the embeddings of positions 0 .. n - 1.",
             )
-        E.probe_device(name, copy.deepcopy(layer), ids, where)
-        E.probe_backward(name, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
+        E.probe_device(c, copy.deepcopy(layer), ids, where)
+        E.probe_backward(c, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
         ids = torch.randint(0, vocab, (1, length + 1), generator=E.generator(950 + case))
         with torch.no_grad():
             E.expect_value_error(
-                name,
+                c,
                 lambda: layer(ids),
                 f"{where} an input of {length + 1} tokens:",
                 f"{embedding_cls.__name__}(...)",
             )
-    E.passed(
-        name,
+    c.passed(
         f"token + positional embeddings are right on {len(_EMBEDDING_CASES)} sizes, "
         "for full, short and too-long inputs; both tables train",
-    )
-
-
-# --------------------------------------------------------------------------- nn.MultiheadAttention
-# (d_model, num_heads, qkv_bias, context_length, batch, n_tokens)
-_MHA_CASES = (
-    (8, 2, False, 6, 2, 5),
-    (12, 3, True, 4, 3, 4),
-    (16, 4, False, 8, 1, 8),
-    (6, 1, True, 5, 2, 3),
-)
-_QKV = ("query", "key", "value")
-
-
-def _mask_bug(mask: torch.Tensor, n: int) -> str | None:
-    """The mistake a (CPU) mask for n tokens shows, in nn.MultiheadAttention's convention."""
-    future = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)  # (n, n)
-    with_diagonal = torch.triu(torch.ones(n, n, dtype=torch.bool))  # (n, n)
-    if mask.dtype == torch.bool:
-        known = (
-            (future, None),
-            (~future, "torch_mask_inverted"),
-            (torch.tril(~future, diagonal=-1), "torch_mask_inverted"),
-            (with_diagonal, "mask_diagonal"),
-        )
-    elif mask.is_floating_point():
-
-        def hide(hidden):
-            return torch.zeros(n, n, dtype=mask.dtype).masked_fill(hidden, float("-inf"))
-
-        known = (
-            (hide(future), None),
-            (future.to(mask.dtype), "float_mask_ones"),
-            ((~future).to(mask.dtype), "float_mask_ones"),
-            (hide(~future), "torch_mask_inverted"),
-            (hide(with_diagonal), "mask_diagonal"),
-        )
-    else:
-        return None
-    return E.first_bug((bug, torch.equal(mask, want)) for want, bug in known)
-
-
-def _snapshot(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in module.state_dict().items()}
-
-
-def _copy(name: str, copy_fn: Callable, ours: nn.Module, theirs: nn.Module) -> None:
-    """Run the student's copy_fn(ours, theirs); a crash becomes a diagnosis."""
-    try:
-        copy_fn(ours, theirs)
-    except NotImplementedError:
-        raise E.stub_failure(name, "copy_fn") from None
-    except RuntimeError as exc:
-        if "leaf Variable" in str(exc) or "requires grad" in str(exc):
-            raise E.fail_with(
-                name, "copy_without_no_grad", f"copy_fn raised RuntimeError: {exc}"
-            ) from None
-        raise E.fail(name, f"copy_fn(ours, theirs) raised RuntimeError: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - we report any crash in plain words
-        raise E.fail(name, f"copy_fn(ours, theirs) raised {type(exc).__name__}: {exc}") from exc
-
-
-def _check_in_proj(name, where, got, init, blocks, what):
-    """Diagnose theirs.in_proj_<what> against our three (query, key, value) blocks."""
-    expected = torch.cat(blocks, dim=0)
-    if E.same(got, expected):
-        return
-    for order in itertools.permutations(range(3)):
-        if order != (0, 1, 2) and E.same(got, torch.cat([blocks[i] for i in order], dim=0)):
-            names = ", ".join(_QKV[i] for i in order)
-            raise E.fail_with(
-                name, "in_proj_order", f"{where} your in_proj_{what} holds ({names})."
-            )
-    if what == "weight":
-        if E.same(got, torch.cat([b.T for b in blocks], dim=0)):
-            raise E.fail_with(name, "copy_transposed", where)
-        if E.same(got, init):
-            raise E.fail_with(name, "in_proj_not_copied", where)
-    raise E.fail(
-        name,
-        f"{where} in_proj_{what} is wrong: {E.describe_difference(expected, got)}.",
-        f"in_proj_{what} holds the query, key and value parts stacked in that order along dim 0.",
-    )
-
-
-def _check_copied(name, where, ours, theirs, before, qkv_bias, d):
-    """theirs holds copies (not shares) of ours' weights, in nn.MultiheadAttention's layout."""
-    ours_storage = {E.storage(p) for p in ours.parameters()}
-    for their_name, p in theirs.named_parameters():
-        if E.storage(p) in ours_storage:
-            raise E.fail_with(name, "shared_parameter", where, detail=f"theirs.{their_name}")
-    params = {k: p.detach() for k, p in theirs.named_parameters()}
-    weight = params["in_proj_weight"]
-    if tuple(weight.shape) != (3 * d, d):
-        raise E.fail_with(
-            name, "in_proj_wrong_shape", where=where, shape=tuple(weight.shape), expected=(3 * d, d)
-        )
-    layers = [getattr(ours, f"W_{p}") for p in _QKV]
-    _check_in_proj(
-        name, where, weight, before["in_proj_weight"], [q.weight.detach() for q in layers], "weight"
-    )
-    bias = params.get("in_proj_bias")
-    if bias is not None and qkv_bias:
-        if E.same(bias, before["in_proj_bias"]):
-            raise E.fail_with(name, "in_bias_not_copied", where)
-        _check_in_proj(
-            name, where, bias, before["in_proj_bias"], [q.bias.detach() for q in layers], "bias"
-        )
-    elif bias is not None and not E.same(bias, torch.zeros_like(bias)):
-        raise E.fail_with(name, "in_bias_not_zero", where)
-    out_w, want_w = params["out_proj.weight"], ours.out_proj.weight.detach()
-    if not E.same(out_w, want_w):
-        bug = E.first_bug(
-            (
-                ("out_proj_transposed", E.same(out_w, want_w.T)),
-                ("out_proj_not_copied", E.same(out_w, before["out_proj.weight"])),
-            )
-        )
-        if bug:
-            raise E.fail_with(name, bug, where)
-        raise E.fail(
-            name, f"{where} out_proj.weight is wrong: {E.describe_difference(want_w, out_w)}."
-        )
-    if not E.same(params["out_proj.bias"], ours.out_proj.bias.detach()):
-        raise E.fail_with(name, "out_bias_not_copied", where)
-
-
-def check_copy_into_torch_mha(copy_fn: Callable, mask_fn: Callable) -> None:
-    """Check that ``copy_fn(ours, theirs)`` and ``mask_fn(n)`` make ``nn.MultiheadAttention``
-    compute exactly what the course's ``MultiHeadAttention`` computes.
-
-    ``copy_fn`` copies the weights of ``ours`` (``cu.chapters.MultiHeadAttention``) into
-    ``theirs`` (``nn.MultiheadAttention(d, heads, batch_first=True)``) in place; ``mask_fn(n)``
-    returns the causal ``attn_mask`` for ``n`` tokens in ``nn.MultiheadAttention``'s convention.
-    """
-    __tracebackhide__ = True
-    name = "check_copy_into_torch_mha"
-    E.ensure_callable(name, copy_fn, "your copy function copy_fn(ours, theirs) as first argument")
-    E.ensure_callable(name, mask_fn, "your mask function mask_fn(n) as second argument")
-    for case, (d, heads, qkv_bias, length, batch, n) in enumerate(_MHA_CASES):
-        with E.preserved_rng():
-            torch.manual_seed(1000 + case)
-            ours = (
-                E.chapters().MultiHeadAttention(d, d, length, 0.0, heads, qkv_bias=qkv_bias).eval()
-            )
-            theirs = nn.MultiheadAttention(d, heads, batch_first=True).eval()
-        where = f"With d_model={d}, num_heads={heads}, qkv_bias={qkv_bias}:"
-        ours_before, theirs_before = (_snapshot(ours), _snapshot(theirs))
-        _copy(name, copy_fn, ours, theirs)
-        if any(not torch.equal(v, ours_before[k]) for k, v in ours.state_dict().items()):
-            raise E.fail_with(name, "copy_wrong_direction", where)
-        _check_copied(name, where, ours, theirs, theirs_before, qkv_bias, d)
-        for m in (n, 1, length):
-            mask = E.expect_tensor_output(
-                name, E.call(name, mask_fn, m, what=f"mask_fn({m})"), f"mask_fn({m})"
-            )
-            if tuple(mask.shape) != (m, m):
-                raise E.fail_with(name, "mask_wrong_shape", m=m, shape=tuple(mask.shape))
-            bug = _mask_bug(mask.cpu(), m)
-            if bug:
-                raise E.fail_with(name, bug, f"For n={m} tokens your mask is:\n{mask.cpu()}")
-        x = E.randn(batch, n, d, seed=1100 + case)  # (batch, n, d)
-        with torch.no_grad():
-            expected = ours(x)  # (batch, n, d)
-            got = E.call(
-                name,
-                theirs,
-                x,
-                x,
-                x,
-                attn_mask=mask_fn(n),
-                need_weights=False,
-                what="nn.MultiheadAttention with your weights and mask",
-            )[0]
-        if not E.same(got, expected):
-            raise E.fail(
-                name,
-                f"{where} on input of shape {(batch, n, d)}, "
-                f"{E.describe_difference(expected, got)}.",
-                "the weights and mask look right one by one; check the mask's dtype "
-                "(bool, True = do not attend) and values.",
-            )
-    E.passed(
-        name,
-        f"nn.MultiheadAttention matches our MultiHeadAttention on {len(_MHA_CASES)} "
-        "sizes (with and without qkv biases)",
     )
 
 
@@ -447,34 +239,31 @@ _GPT_CASES = (
 )
 
 
-def _gpt_parts(name: str, model: nn.Module, case: E.Case, where: str):
+def _gpt_parts(c: E.Check, model: nn.Module, case: E.Case, where: str):
     """The student's token and position tables, attention weights and head, checked."""
     vocab, length, d = case.vocab, case.context_length, case.d_in
     for attr in ("embed", "attn", "head"):
         if not isinstance(getattr(model, attr, None), nn.Module):
-            raise E.fail_with(name, "tiny_gpt_submodule_missing", where=where, attr=attr)
+            raise c.bug("tiny_gpt_submodule_missing", where=where, attr=attr)
     shapes = {tuple(p.shape): p for p in model.embed.parameters() if p.dim() == 2}
     if (vocab, d) not in shapes:
-        raise E.fail_with(name, "tiny_gpt_token_table_missing", where=where, shape=(vocab, d))
+        raise c.bug("tiny_gpt_token_table_missing", where=where, shape=(vocab, d))
     if (length, d) not in shapes:
-        raise E.fail_with(
-            name,
+        raise c.bug(
             "positions_missing",
             f"{where} model.embed has no position table of shape {(length, d)}.",
         )
     head = model.head
     if not isinstance(head, nn.Linear) or (head.in_features, head.out_features) != (d, vocab):
-        raise E.fail_with(name, "tiny_gpt_head_wrong", where=where, d=d, vocab=vocab)
+        raise c.bug("tiny_gpt_head_wrong", where=where, d=d, vocab=vocab)
     if head.bias is not None:
-        raise E.fail_with(name, "tiny_gpt_head_bias", where)
+        raise c.bug("tiny_gpt_head_bias", where)
     layers = {n: getattr(model.attn, n, None) for n in ("W_query", "W_key", "W_value", "out_proj")}
     if not all(isinstance(layer, nn.Linear) for layer in layers.values()):
-        raise E.fail_with(name, "tiny_gpt_attn_wrong", where=where)
+        raise c.bug("tiny_gpt_attn_wrong", where=where)
     heads = getattr(model.attn, "num_heads", case.num_heads)
     if heads != case.num_heads:
-        raise E.fail_with(
-            name, "tiny_gpt_num_heads_ignored", where=where, heads=heads, wanted=case.num_heads
-        )
+        raise c.bug("tiny_gpt_num_heads_ignored", where=where, heads=heads, wanted=case.num_heads)
     weights = E.MHAWeights(layers, layers.pop("out_proj"), case.num_heads)
     return shapes[(vocab, d)], shapes[(length, d)], weights, head
 
@@ -486,22 +275,22 @@ def _gpt_logits(parts, ids: torch.Tensor, r=E.RIGHT, positions: bool = True) -> 
     return head(E.mha_reference(weights, vectors, r))  # (b, n, vocab)
 
 
-def _probe_gpt_dropout(name: str, model: nn.Module, case: E.Case, ids: torch.Tensor) -> None:
+def _probe_gpt_dropout(c: E.Check, model: nn.Module, case: E.Case, ids: torch.Tensor) -> None:
     """Built with dropout=DROPOUT_P: off after .eval() (the logits of its own weights), on in train
     mode, with a new mask on every call; and one training step through it."""
     __tracebackhide__ = True
     where = f"With {case.describe(model.__class__, E.DROPOUT_P)}:"
     model.eval()
-    parts = _gpt_parts(name, model, case, where)
-    if not E.same(E.run(name, model, ids, f"{where} after .eval():"), _gpt_logits(parts, ids)):
-        raise E.fail_with(name, "dropout_in_eval", f"{where} after .eval():")
+    parts = _gpt_parts(c, model, case, where)
+    if not E.same(E.run(c, model, ids, f"{where} after .eval():"), _gpt_logits(parts, ids)):
+        raise c.bug("dropout_in_eval", f"{where} after .eval():")
     model.train()
-    first, second = (E.run(name, model, ids, f"{where} in train mode:") for _ in range(2))
+    first, second = (E.run(c, model, ids, f"{where} in train mode:") for _ in range(2))
     if E.same(first, _gpt_logits(parts, ids)):
-        raise E.fail_with(name, "tiny_gpt_dropout_ignored", where=where, p=E.DROPOUT_P)
+        raise c.bug("tiny_gpt_dropout_ignored", where=where, p=E.DROPOUT_P)
     if E.same(first, second):
-        raise E.fail_with(name, "dropout_same_mask", f"{where} two calls in train mode:")
-    E.probe_backward(name, model, ids, where)
+        raise c.bug("dropout_same_mask", f"{where} two calls in train mode:")
+    E.probe_backward(c, model, ids, where)
 
 
 def check_tiny_gpt(cls: type) -> None:
@@ -509,56 +298,53 @@ def check_tiny_gpt(cls: type) -> None:
     (token + position embeddings), ``attn`` (causal multi-head attention), ``head`` (no bias);
     (b, n) int64 ids -> (b, n, vocab_size) logits, computed from its own weights, causal."""
     __tracebackhide__ = True
-    name = "check_tiny_gpt"
-    E.ensure_class(name, cls, "your class TinyGPT itself")
+    c = E.Check("check_tiny_gpt")
+    c.ensure_class(cls, "your class TinyGPT itself")
     for case in _GPT_CASES:
         with E.isolated():
-            model = E.build(name, cls, case)
+            model = E.build(c, cls, case)
             where = f"With {case.describe(cls)}:"
-            parts = _gpt_parts(name, model, case, where)
+            parts = _gpt_parts(c, model, case, where)
             tok, pos, _, head = parts
             model.eval()
             ids = case.inputs()
-            got = E.run(name, model, ids, where)
+            got = E.run(c, model, ids, where)
             expected = _gpt_logits(parts, ids)
-            if not E.same(got, expected):
-                raise E.mismatch(
-                    name,
-                    got,
-                    expected,
-                    where,
-                    [
-                        ("logits_softmaxed", lambda: torch.softmax(expected, dim=-1)),
-                        ("positions_missing", lambda: _gpt_logits(parts, ids, positions=False)),
-                        (
-                            "tiny_gpt_not_causal",
-                            lambda: _gpt_logits(parts, ids, E.Recipe(mask="none")),
-                        ),
-                        (
-                            "tiny_gpt_attention_skipped",
-                            lambda: head(tok[ids] + pos[: ids.shape[1]]),
-                        ),
-                    ],
-                    "embed the tokens, run the attention layer on them, then apply the head.",
-                )
+            c.compare(
+                got,
+                expected,
+                where,
+                [
+                    ("logits_softmaxed", lambda: torch.softmax(expected, dim=-1)),
+                    ("positions_missing", lambda: _gpt_logits(parts, ids, positions=False)),
+                    (
+                        "tiny_gpt_not_causal",
+                        lambda: _gpt_logits(parts, ids, E.Recipe(mask="none")),
+                    ),
+                    (
+                        "tiny_gpt_attention_skipped",
+                        lambda: head(tok[ids] + pos[: ids.shape[1]]),
+                    ),
+                ],
+                hint="embed the tokens, run the attention layer on them, then apply the head.",
+            )
             later = ids.clone()
             later[:, -1] = (later[:, -1] + 1) % case.vocab
-            if not E.same(E.run(name, model, later, where)[:, :-1], got[:, :-1]):
-                raise E.fail_with(name, "tiny_gpt_not_causal", where)
+            if not E.same(E.run(c, model, later, where)[:, :-1], got[:, :-1]):
+                raise c.bug("tiny_gpt_not_causal", where)
             E.probe_second_call(
-                name,
+                c,
                 model,
                 case.inputs,
                 lambda x: _gpt_logits(parts, x),
                 case.context_length,
                 where,
             )
-            E.probe_device(name, copy.deepcopy(model), ids, where)
-            _probe_gpt_dropout(name, E.build(name, cls, case, E.DROPOUT_P), case, ids)
-            E.probe_backward(name, model, ids, where, lambda: _gpt_logits(parts, ids))
-            E.check_too_long(name, cls, case)
-    E.passed(
-        name,
+            E.probe_device(c, copy.deepcopy(model), ids, where)
+            _probe_gpt_dropout(c, E.build(c, cls, case, E.DROPOUT_P), case, ids)
+            E.probe_backward(c, model, ids, where, lambda: _gpt_logits(parts, ids))
+            E.check_too_long(c, cls, case)
+    c.passed(
         f"logits match embeddings -> causal attention -> head on {len(_GPT_CASES)} sizes; "
         "causal, dropout only in training, trainable, and too-long inputs refused",
     )

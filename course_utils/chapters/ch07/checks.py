@@ -87,50 +87,44 @@ def check_blockwise_attention(
     """Check ``fn(q, k, v, block_size)``: causal single-head attention over (n, d) inputs,
     computed one key block at a time with an online softmax, never building an (n, n) tensor."""
     __tracebackhide__ = True
-    name = "check_blockwise_attention"
-    E.ensure_callable(name, fn, "a function fn(q, k, v, block_size)")
+    c = E.Check("check_blockwise_attention")
+    c.ensure_callable(fn, "a function fn(q, k, v, block_size)")
     for case, (n, d, dv, block) in enumerate(_CASES):
         q, k, v = _inputs(case, n, d, dv)
         expected = E.attention(q, k, v)
         what = f"fn(q, k, v, block_size={block}) with n={n}, d={d} and v of width {dv}"
         watch = E.Watch()
         with watch:
-            got = E.call_pure(name, fn, [q, k, v], block, what=what)
-        got = E.expect_tensor_output(name, got, what)
-        if not E.same(got, expected):
-            raise E.mismatch(
-                name,
-                got,
-                expected,
-                f"With {what}:",
-                _candidates(q, k, v, block),
-                "compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).",
-            )
-        if any(c[0] == "scaled_dot_product_attention" for c in watch.calls):
-            raise E.fail_with(
-                name, "blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention"
-            )
+            got = c.call_pure(fn, [q, k, v], block, what=what)
+        got = c.expect_tensor_output(got, what)
+        c.compare(
+            got,
+            expected,
+            f"With {what}:",
+            _candidates(q, k, v, block),
+            hint="compare with F.scaled_dot_product_attention(q, k, v, is_causal=True).",
+        )
+        if any(call[0] == "scaled_dot_product_attention" for call in watch.calls):
+            raise c.bug("blockwise_uses_sdpa", what=what, function="F.scaled_dot_product_attention")
         if block < n:
             if any(len(s) >= 2 and s[-2:] == (n, n) for s in watch.shapes):
-                raise E.fail_with(name, "blockwise_full_scores", what=what, n=n)
+                raise c.bug("blockwise_full_scores", what=what, n=n)
             if any(
-                c[0] in ("softmax", "_softmax")
-                and c[2]
-                and isinstance(c[2][0], torch.Tensor)
-                and c[2][0].shape[-1] == n
-                for c in watch.calls
+                call[0] in ("softmax", "_softmax")
+                and call[2]
+                and isinstance(call[2][0], torch.Tensor)
+                and call[2][0].shape[-1] == n
+                for call in watch.calls
             ):
-                raise E.fail_with(name, "blockwise_full_row_softmax", what=what, n=n)
+                raise c.bug("blockwise_full_row_softmax", what=what, n=n)
     E.probe_device(
-        name,
+        c,
         None,
         _inputs(0, 8, 4, 4),
         "With q, k and v on another device:",
         fn=lambda q, k, v: fn(q, k, v, 3),
     )
-    E.passed(
-        name, f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor"
-    )
+    c.passed(f"causal, scaled and block by block on {len(_CASES)} cases, never an (n, n) tensor")
 
 
 __all__ = ["check_blockwise_attention"]

@@ -58,7 +58,7 @@ def _reference_step(model, optimizer, inputs, targets, bug=None):
     return loss.item()
 
 
-def _student_step(name, step, model, optimizer, x, y, i):
+def _student_step(c, step, model, optimizer, x, y, i):
     """Call i of the student's train_step, probed: inputs kept, a number returned, the weights updated
     by the optimizer given."""
     before = [p.detach().clone() for p in model.parameters()]
@@ -67,16 +67,14 @@ def _student_step(name, step, model, optimizer, x, y, i):
     hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
     try:
-        loss = E.call(name, step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+        loss = c.call(step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
     finally:
         for h in hooks:
             h.remove()
     if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
-        raise E.fail_with(name, "input_modified", f"After {what}:", what="inputs or targets tensor")
+        raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
-        raise E.fail_with(
-            name, "step_returns_graph", f"{what} returned a tensor that requires grad."
-        )
+        raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         loss = loss.item()
     elif (
@@ -84,7 +82,7 @@ def _student_step(name, step, model, optimizer, x, y, i):
     ):  # np.float32, a 0-d array
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
-        raise E.fail_with(name, "step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
+        raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
     if all(torch.equal(b, p) for b, p in zip(before, model.parameters())):
         if not backward_ran:
             bug = "step_no_backward"
@@ -92,28 +90,25 @@ def _student_step(name, step, model, optimizer, x, y, i):
             bug = "step_zero_grad_before_step"
         else:
             bug = "step_no_optimizer_step"
-        raise E.fail_with(name, bug, f"After {what} the weights did not change.")
+        raise c.bug(bug, f"After {what} the weights did not change.")
     if not optimizer.state:  # SGD with momentum keeps a buffer per weight from its first step on
-        raise E.fail_with(
-            name,
+        raise c.bug(
             "step_optimizer_replaced",
             f"After {what} the weights changed, but the optimizer passed in never stepped.",
         )
     return float(loss)
 
 
-def _run_steps(step, base, batches, seed, name=None):
+def _run_steps(step, base, batches, seed, c=None):
     """Losses and final weights of ``step`` on a copy of ``base`` (dropout seeded per step);
-    ``name``: it is the student's, probed."""
+    with the check ``c``: it is the student's, probed."""
     model = copy.deepcopy(base)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     losses = []
     for i, (x, y) in enumerate(batches):
         torch.manual_seed(seed + i)
         losses.append(
-            _student_step(name, step, model, optimizer, x, y, i)
-            if name
-            else step(model, optimizer, x, y)
+            _student_step(c, step, model, optimizer, x, y, i) if c else step(model, optimizer, x, y)
         )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     return torch.tensor(losses, dtype=torch.float64), weights
@@ -122,8 +117,8 @@ def _run_steps(step, base, batches, seed, name=None):
 def check_train_step(train_step) -> None:
     """Check ``train_step(model, optimizer, inputs, targets) -> float`` over three SGD steps."""
     __tracebackhide__ = True
-    name = "check_train_step"
-    E.ensure_callable(name, train_step, "a function train_step(model, optimizer, inputs, targets)")
+    c = E.Check("check_train_step")
+    c.ensure_callable(train_step, "a function train_step(model, optimizer, inputs, targets)")
     with E.preserved_rng():
         for vocab, width, b, n, seed in STEP_CASES:
             torch.manual_seed(seed)
@@ -141,24 +136,23 @@ def check_train_step(train_step) -> None:
                 f"With a {vocab}-token model (dropout {DROPOUT}, in train mode), batches of shape {(b, n)}, "
                 f"three steps of SGD(lr={LR}, momentum={MOMENTUM}):"
             )
-            got = _run_steps(train_step, base, batches, seed, name)
+            got = _run_steps(train_step, base, batches, seed, c)
             want = _run_steps(_reference_step, base, batches, seed)
             if E.same(got[0], want[0]) and E.same(got[1], want[1]):
                 continue
             for bug in STEP_BUGS:
                 variant = _run_steps(partial(_reference_step, bug=bug), base, batches, seed)
                 if E.same(got[0], variant[0]) and E.same(got[1], variant[1]):
-                    raise E.fail_with(name, bug, where)
+                    raise c.bug(bug, where)
             if not E.same(got[0], want[0]):
-                raise E.fail(
-                    name,
+                raise c.fail(
                     f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, "
                     f"expected {[round(v, 4) for v in want[0].tolist()]}.",
                     "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all "
                     "positions.",
                 )
-            raise E.fail_with(name, "step_weights_wrong", where=where)
-    E.passed(name, f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
+            raise c.bug("step_weights_wrong", where=where)
+    c.passed(f"losses and updated weights match over three steps on {len(STEP_CASES)} models")
 
 
 # --------------------------------------------------------------------------- sample_next_token
@@ -173,11 +167,11 @@ WIDE = tuple((-torch.arange(1, 201, dtype=torch.float64).log()).tolist())
 VAST, VAST_DRAWS = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tolist()), 2_000
 
 
-def _draw(name, sample, logits, temperature, seed, what):
+def _draw(c, sample, logits, temperature, seed, what):
     """The student's draw, the caller's logits left unchanged; a crash is named when multinomial
     refused the probabilities."""
     try:
-        return E.call_pure(name, sample, [logits], temperature, E.generator(seed), what=what)
+        return c.call_pure(sample, [logits], temperature, E.generator(seed), what=what)
     except E.CheckFailure as failure:
         error = failure.__cause__
         if isinstance(error, RuntimeError) and (
@@ -185,33 +179,32 @@ def _draw(name, sample, logits, temperature, seed, what):
             or "invalid multinomial distribution" in str(error)
         ):
             bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
-            raise E.fail_with(name, bug, f"{what} raised RuntimeError: {error}") from None
+            raise c.bug(bug, f"{what} raised RuntimeError: {error}") from None
         raise
 
 
-def _ids(name, got, what, rows):
+def _ids(c, got, what, rows):
     """``got`` if it is a tensor of ``rows`` integer ids."""
-    got = E.expect_tensor_output(name, got, what, (rows,))
+    got = c.expect_tensor_output(got, what, (rows,))
     if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
-        raise E.fail_with(name, "sample_not_ids", f"{what} returned dtype {got.dtype}.")
+        raise c.bug("sample_not_ids", f"{what} returned dtype {got.dtype}.")
     return got
 
 
-def _draws(name, sample, batch, temperature, what, probe):
+def _draws(c, sample, batch, temperature, what, probe):
     """The student's ids for ``batch``; ``probe``: also require them repeatable with the same seed and
     the global random state untouched."""
     state = torch.random.get_rng_state()
-    first = _ids(name, _draw(name, sample, batch, temperature, 5, what), what, len(batch))
+    first = _ids(c, _draw(c, sample, batch, temperature, 5, what), what, len(batch))
     if probe:
-        second = _draw(name, sample, batch, temperature, 5, what)
+        second = _draw(c, sample, batch, temperature, 5, what)
         if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
-            raise E.fail_with(
-                name,
+            raise c.bug(
                 "generator_ignored",
                 f"Two calls of {what}, each with a generator seeded 5, drew different tokens.",
             )
         if not torch.equal(state, torch.random.get_rng_state()):
-            raise E.fail_with(name, "sample_global_rng_changed", f"After {what}:")
+            raise c.bug("sample_global_rng_changed", f"After {what}:")
     return first
 
 
@@ -223,13 +216,13 @@ def _distance(cum_freq, probs, draws=DRAWS):
     return ((cum_freq - cum).abs() / spread).amax(-1)
 
 
-def _check_frequencies(name, sample, row, temperature, probe=False, draws=DRAWS):
+def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     """``draws`` draws from one row of logits, with the frequencies of softmax(row / T)."""
     vocab = len(row)
     batch = torch.tensor(row).repeat(draws, 1)  # (draws, vocab): the same row many times
     shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
-    first = _draws(name, sample, batch, temperature, what, probe)
+    first = _draws(c, sample, batch, temperature, what, probe)
     ids = first.long().cpu()
     ids = torch.where(
         (ids >= 0) & (ids < vocab), ids, vocab
@@ -240,10 +233,9 @@ def _check_frequencies(name, sample, row, temperature, probe=False, draws=DRAWS)
     order = expected.argsort(descending=True)
     cum_freq = freq[order].cumsum(-1)
     if _distance(cum_freq, expected[order], draws) <= Z:
-        other = _draw(name, sample, batch, temperature, 6, what) if probe else None
+        other = _draw(c, sample, batch, temperature, 6, what) if probe else None
         if isinstance(other, torch.Tensor) and torch.equal(first, other):
-            raise E.fail_with(
-                name,
+            raise c.bug(
                 "sample_generator_replaced",
                 f"Calls of {what} with generators seeded 5 and 6 drew the same tokens.",
             )
@@ -272,17 +264,16 @@ def _check_frequencies(name, sample, row, temperature, probe=False, draws=DRAWS)
     ]
     for bug, probs in variants:
         if _distance(cum_freq, probs[order], draws) <= Z:
-            raise E.fail_with(name, bug, shown, temperature=temperature)
+            raise c.bug(bug, shown, temperature=temperature)
     kept = (
         torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
     )  # row m: the m + 1 likeliest
     distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
     if distances.min() <= Z:
-        raise E.fail_with(
-            name, "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
+        raise c.bug(
+            "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
         )
-    raise E.fail(
-        name,
+    raise c.fail(
         shown,
         "draw with torch.multinomial and the generator given, from the softmax of logits / "
         "temperature over the last axis.",
@@ -293,22 +284,21 @@ def check_sample_next_token(sample) -> None:
     """Check ``sample_next_token(logits, temperature, generator)``: greedy at 0, else the
     softmax of logits / temperature, drawn repeatably from the generator."""
     __tracebackhide__ = True
-    name = "check_sample_next_token"
-    E.ensure_callable(name, sample, "a function sample_next_token(logits, temperature, generator)")
+    c = E.Check("check_sample_next_token")
+    c.ensure_callable(sample, "a function sample_next_token(logits, temperature, generator)")
     with E.preserved_rng(), torch.no_grad():
         logits = E.randn(6, 9, seed=811)  # (6, 9)
         what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
-        got = _ids(name, _draw(name, sample, logits, 0, 1, what), what, 6)
+        got = _ids(c, _draw(c, sample, logits, 0, 1, what), what, 6)
         if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
-            raise E.fail_with(name, "greedy_not_argmax", f"For {what}:")
+            raise c.bug("greedy_not_argmax", f"For {what}:")
         for i, (row, temperature) in enumerate(
             [(r, t) for r in SAMPLE_LOGITS for t in TEMPERATURES]
         ):
-            _check_frequencies(name, sample, row, temperature, probe=i == 0)
-        _check_frequencies(name, sample, WIDE, 1.0)
-        _check_frequencies(name, sample, VAST, 1.0, draws=VAST_DRAWS)
-    E.passed(
-        name,
+            _check_frequencies(c, sample, row, temperature, probe=i == 0)
+        _check_frequencies(c, sample, WIDE, 1.0)
+        _check_frequencies(c, sample, VAST, 1.0, draws=VAST_DRAWS)
+    c.passed(
         f"greedy at temperature 0; at temperatures 0.5, 1 and 2 the frequencies of {DRAWS:,} "
         "draws match softmax(logits / T), and the same generator seed gives the same draws",
     )
@@ -409,8 +399,8 @@ class _KeyRows(TorchFunctionMode):
 def check_attend_with_cache(attend_with_cache) -> None:
     """Check ``attend_with_cache(attn, x_new, cache) -> (out, cache)`` against the full layer."""
     __tracebackhide__ = True
-    name = "check_attend_with_cache"
-    E.ensure_callable(name, attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
+    c = E.Check("check_attend_with_cache")
+    c.ensure_callable(attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
     key_rows, cache_dtypes = [], set()
 
     def student(attn, x_part, cache, i):
@@ -418,20 +408,16 @@ def check_attend_with_cache(attend_with_cache) -> None:
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
         try:
             with _KeyRows(attn, x_new.shape[0]) as rows:
-                result = E.call(name, attend_with_cache, attn, x_new, cache, what=what)
+                result = c.call(attend_with_cache, attn, x_new, cache, what=what)
         except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
             if cache is not None and "must match the size" in str(failure.__cause__):
-                raise E.fail_with(
-                    name, "cache_mask_wrong_shape", str(failure).split("\n\n")[1]
-                ) from None
+                raise c.bug("cache_mask_wrong_shape", str(failure).split("\n\n")[1]) from None
             raise
         key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):
-            raise E.fail_with(name, "input_modified", f"After {what}:", what="x_new tensor")
+            raise c.bug("input_modified", f"After {what}:", what="x_new tensor")
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise E.fail_with(
-                name, "cache_not_returned", f"{what} returned {type(result).__name__}."
-            )
+            raise c.bug("cache_not_returned", f"{what} returned {type(result).__name__}.")
         out, cache = result
         cache_dtypes.update(
             t.dtype
@@ -439,7 +425,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
             if isinstance(t, torch.Tensor) and t.is_floating_point()
         )
         shape = (*x_part.shape[:2], attn.out_proj.out_features)  # (b, m, d_out)
-        return E.expect_tensor_output(name, out, f"the output of {what}", shape), cache
+        return c.expect_tensor_output(out, f"the output of {what}", shape), cache
 
     with E.preserved_rng(), torch.no_grad():
         for b, d_in, d_out, heads, context, chunks, bias, seed in CACHE_CASES:
@@ -456,7 +442,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
             got = _run_cached(student, attn, x, chunks)
             if not E.same(got, want):
                 if torch.isnan(got).all():
-                    raise E.fail_with(name, "cache_mask_times_inf", where)
+                    raise c.bug("cache_mask_times_inf", where)
                 variants = [(bug, 0) for bug in CACHE_BUGS] + [
                     ("cache_mask_offset", 1),
                     ("cache_mask_offset", -1),
@@ -464,24 +450,21 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 for bug, shift in variants:
                     step = partial(_cached_variant, bug=bug, shift=shift)
                     if E.same(got, _run_cached(step, attn, x, chunks)):
-                        raise E.fail_with(name, bug, where)
+                        raise c.bug(bug, where)
                 if cache_dtypes - {x.dtype}:
-                    raise E.fail_with(
-                        name, "cache_dtype_changed", where, dtypes=sorted(map(str, cache_dtypes))
-                    )
+                    raise c.bug("cache_dtype_changed", where, dtypes=sorted(map(str, cache_dtypes)))
                 bad = ~torch.isclose(
                     got.double(), want.double(), rtol=E.RTOL, atol=E.ATOL
                 )  # NaN counts as bad
                 first = int(bad.any(dim=2).any(dim=0).int().argmax())
-                raise E.fail(
-                    name,
+                raise c.fail(
                     f"{where} the outputs differ from the full layer's, first at token {first}.",
                     "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
                     "with rows past .. past + m - 1 of attn.mask.",
                 )
             if any(r > m for r, m in zip(key_rows, chunks)):
-                raise E.fail_with(
-                    name, "cache_recomputes_keys", where, rows=list(key_rows), chunks=list(chunks)
+                raise c.bug(
+                    "cache_recomputes_keys", where, rows=list(key_rows), chunks=list(chunks)
                 )
             x = E.randn(
                 b, sum(chunks), d_in, seed=seed + 1
@@ -491,9 +474,9 @@ def check_attend_with_cache(attend_with_cache) -> None:
             except E.CheckFailure as failure:  # a crash too: the first text passed
                 second = failure
             if not E.same(second, attn(x)):
-                raise E.fail_with(name, "cache_kept_outside", where)
+                raise c.bug("cache_kept_outside", where)
         E.probe_device(
-            name,
+            c,
             attn,
             (x[:, :2], x[:, 2:4]),
             f"With {heads} head(s), a prompt of 2 tokens, then 2 more:",
@@ -501,8 +484,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 attn, more, attend_with_cache(attn, prompt, None)[1]
             ),
         )
-    E.passed(
-        name,
+    c.passed(
         f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
         "tokens, then one or more at a time), projecting only the new tokens",
     )

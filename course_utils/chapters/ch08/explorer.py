@@ -180,7 +180,7 @@ def draw_training(fig, view: TrainingView) -> None:
         )
         axes = [fig.add_subplot(grid[0, i]) for i in range(heads)]
         h["heat"] = []
-        size = 7 if n <= 12 else 5.5
+        size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
         for i, ax in enumerate(axes):
             h["heat"].append(
                 Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)

@@ -76,35 +76,16 @@ def rope(
     return torch.stack(pairs, -1).flatten(-2) if layout == "interleaved" else torch.cat(pairs, -1)
 
 
-def _expect(
-    check: str, got: torch.Tensor, expected: torch.Tensor, where: str, candidates, atol=1e-5
-) -> None:
-    """Return if got equals expected; else raise the failure naming the first matching mistake."""
-    __tracebackhide__ = True
-    if E.same(got.cpu(), expected.to(got.dtype), atol=atol):
-        return
-    bug = E.match_bug(
-        got.cpu(),
-        [(b, lambda make=make: make().to(got.dtype)) for b, make in candidates],
-        atol=atol,
-    )
-    if bug:
-        raise E.fail_with(check, bug, where)
-    raise E.fail(check, f"{where} {E.describe_difference(expected.cpu(), got.cpu())}.")
-
-
-def _same_dtype(check: str, got: torch.Tensor, given: torch.Tensor, what: str, arg: str) -> None:
+def _same_dtype(c: E.Check, got: torch.Tensor, given: torch.Tensor, what: str, arg: str) -> None:
     """The result keeps the input's dtype (a float64 result would meet float32 weights in the next layer)."""
     if got.dtype != given.dtype:
-        raise E.fail_with(
-            check, "output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg
-        )
+        raise c.bug("output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg)
 
 
-def _probe_devices(check: str, probes: list) -> None:
+def _probe_devices(c: E.Check, probes: list) -> None:
     """After every value check (a wrong value is named first): each case again as if on another device."""
     for where, inputs, call in probes:
-        E.probe_device(check, None, inputs, where, fn=call)
+        E.probe_device(c, None, inputs, where, fn=call)
 
 
 # --------------------------------------------------------------------------- sliding_window_mask
@@ -122,40 +103,35 @@ def check_sliding_window_mask(fn) -> None:
     """Check ``sliding_window_mask(n_queries, n_keys, window, device=None)``: an (n_q, n_k) bool mask,
     True = may attend, the queries being the last n_q positions, each seeing ``window`` keys."""
     __tracebackhide__ = True
-    name = "check_sliding_window_mask"
-    E.ensure_callable(
-        name, fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)"
-    )
+    c = E.Check("check_sliding_window_mask")
+    c.ensure_callable(fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
     with E.isolated():
         for n_q, n_k, window in WINDOW_CASES:
             what = f"sliding_window_mask({n_q}, {n_k}, {window})"
-            got = E.expect_tensor_output(
-                name, E.call(name, fn, n_q, n_k, window, what=what), what, (n_q, n_k)
-            )
+            got = c.expect_tensor_output(c.call(fn, n_q, n_k, window, what=what), what, (n_q, n_k))
             if got.dtype != torch.bool:
-                raise E.fail_with(name, "window_not_bool", f"{what} returned dtype {got.dtype}.")
+                raise c.bug("window_not_bool", f"{what} returned dtype {got.dtype}.")
             candidates = [
                 (bug, partial(band, n_q, n_k, window, **switch)) for bug, switch in WINDOW_BUGS
             ]
-            _expect(name, got, band(n_q, n_k, window), f"For {what}:", candidates)
+            c.compare(got, band(n_q, n_k, window), f"For {what}:", candidates, in_dtype_of_got=True)
         # as if on another device d: what is made with device=d or moved .to(d) counts as on d (E.Placement)
         what, mixed = "sliding_window_mask(4, 6, 2, device=d), d another device", False
         try:
             with E.Watch() as watch, E.Placement([]) as placement:
-                got = E.call(name, fn, 4, 6, 2, device=torch.device("cpu"), what=what)
+                got = c.call(fn, 4, 6, 2, device=torch.device("cpu"), what=what)
         except E.CheckFailure as exc:
             if not isinstance(exc.__cause__, E.DeviceMix):
                 raise
             mixed = True  # a part made on the CPU met a part made on d
-        if mixed or not placement.is_placed(E.expect_tensor_output(name, got, what, (4, 6))):
+        if mixed or not placement.is_placed(c.expect_tensor_output(got, what, (4, 6))):
             made = (
                 f"torch.{watch.without_device[0]}(...) is called without device=..."
                 if watch.without_device
                 else "the tensor you return is on the CPU (device='cpu' or .to('cpu'))"
             )
-            raise E.fail_with(name, "mask_device_ignored", f"In {what}:", made=made)
-    E.passed(
-        name,
+            raise c.bug("mask_device_ignored", f"In {what}:", made=made)
+    c.passed(
         f"right on {len(WINDOW_CASES)} cases (windows 1 to 10, as many or fewer queries than keys) "
         "and made on the requested device",
     )
@@ -174,8 +150,8 @@ def check_attend_new_tokens(fn) -> None:
     """Check ``attend_new_tokens(q, k, v)``: q (b, h, n_q, hd) of the newest tokens, k and v
     (b, h, n_k, hd) of all tokens; causal attention aligned to the bottom right."""
     __tracebackhide__ = True
-    name = "check_attend_new_tokens"
-    E.ensure_callable(name, fn, "a function attend_new_tokens(q, k, v)")
+    c = E.Check("check_attend_new_tokens")
+    c.ensure_callable(fn, "a function attend_new_tokens(q, k, v)")
     with E.isolated():
         probes = []  # (where, inputs, call)
         for b, h, n_q, n_k, hd, seed in CACHE_CASES:
@@ -183,26 +159,25 @@ def check_attend_new_tokens(fn) -> None:
             k = E.randn(b, h, n_k, hd, seed=seed + 10)  # (b, h, n_k, hd): all tokens
             v = E.randn(b, h, n_k, hd, seed=seed + 20)  # (b, h, n_k, hd)
             what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
-            got = E.expect_tensor_output(
-                name, E.call_pure(name, fn, (q, k, v), what=what), what, (b, h, n_q, hd)
+            got = c.expect_tensor_output(
+                c.call_pure(fn, (q, k, v), what=what), what, (b, h, n_q, hd)
             )
             top_left = band(n_q, n_k, n_k, align="top")
             candidates = [
                 ("is_causal_top_left", lambda: masked_attention(q, k, v, top_left)),
                 ("cache_mask_missing", lambda: masked_attention(q, k, v, None)),
             ]
-            _expect(
-                name,
+            c.compare(
                 got,
                 masked_attention(q, k, v, band(n_q, n_k, n_k)),
                 f"For {what}:",
                 candidates,
+                in_dtype_of_got=True,
             )
-            _same_dtype(name, got, q, what, "q")
+            _same_dtype(c, got, q, what, "q")
             probes.append((f"For {what}, q, k and v on another device:", (q, k, v), fn))
-        _probe_devices(name, probes)
-    E.passed(
-        name,
+        _probe_devices(c, probes)
+    c.passed(
         f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)",
     )
 
@@ -215,8 +190,8 @@ def check_padded_causal_attention(fn) -> None:
     """Check ``padded_causal_attention(q, k, v, real)``: causal attention hiding padded keys;
     compared at real query positions; every output must be finite."""
     __tracebackhide__ = True
-    name = "check_padded_causal_attention"
-    E.ensure_callable(name, fn, "a function padded_causal_attention(q, k, v, real)")
+    c = E.Check("check_padded_causal_attention")
+    c.ensure_callable(fn, "a function padded_causal_attention(q, k, v, real)")
     with E.isolated():
         probes = []  # (where, inputs, call)
         for lengths, side, seed in PADDING_CASES:
@@ -226,8 +201,8 @@ def check_padded_causal_attention(fn) -> None:
             causal = torch.ones(n, n, dtype=torch.bool).tril()
             keep = causal & real[:, None, None, :]  # (b, 1, n, n)
             what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
-            got = E.call_pure(name, fn, (q, k, v, real), what=what)
-            got = E.expect_tensor_output(name, got, what, (b, 2, n, 4))
+            got = c.call_pure(fn, (q, k, v, real), what=what)
+            got = c.expect_tensor_output(got, what, (b, 2, n, 4))
             rows = real[:, None, :, None].expand(b, 2, n, 4)  # the real query positions
 
             def at_real(allowed, zero=False):  # zero: NaN rows as a kernel's zeros
@@ -242,16 +217,19 @@ def check_padded_causal_attention(fn) -> None:
             candidates = [
                 (bug, partial(at_real, m, zero)) for bug, m in variants for zero in (False, True)
             ]
-            _expect(
-                name, got.cpu()[rows], at_real(keep), f"For {what}, at the real tokens:", candidates
+            c.compare(
+                got.cpu()[rows],
+                at_real(keep),
+                f"For {what}, at the real tokens:",
+                candidates,
+                in_dtype_of_got=True,
             )
             if not torch.isfinite(got).all():
-                raise E.fail_with(name, "padding_nan_rows", f"For {what}:")
-            _same_dtype(name, got, q, what, "q")
+                raise c.bug("padding_nan_rows", f"For {what}:")
+            _same_dtype(c, got, q, what, "q")
             probes.append((f"For {what}, every input on another device:", (q, k, v, real), fn))
-        _probe_devices(name, probes)
-    E.passed(
-        name,
+        _probe_devices(c, probes)
+    c.passed(
         f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
         "finite everywhere",
     )
@@ -282,8 +260,8 @@ ROPE_BUGS = (
 def check_apply_rope(fn) -> None:
     """Check ``apply_rope(x, positions, base=10_000.0)``: split-halves RoPE on x (..., n, hd)."""
     __tracebackhide__ = True
-    name = "check_apply_rope"
-    E.ensure_callable(name, fn, "a function apply_rope(x, positions, base=10_000.0)")
+    c = E.Check("check_apply_rope")
+    c.ensure_callable(fn, "a function apply_rope(x, positions, base=10_000.0)")
     with E.isolated():
         probes = []  # (where, inputs, call)
         for shape, positions, base, seed in ROPE_CASES:
@@ -296,21 +274,23 @@ def check_apply_rope(fn) -> None:
                 f"on x of shape {shape}"
             )
             try:
-                got = E.call_pure(name, fn, (x, pos), **kwargs, what=what)
+                got = c.call_pure(fn, (x, pos), **kwargs, what=what)
             except (
                 E.CheckFailure
             ) as failure:  # cos and sin of hd/2 met the hd-wide rotate-half form
                 error, hd = str(failure.__cause__), shape[-1]
                 if f"({hd})" in error and f"({hd // 2})" in error and "must match" in error:
-                    raise E.fail_with(name, "rope_half_width", f"{what} raised: {error}") from None
+                    raise c.bug("rope_half_width", f"{what} raised: {error}") from None
                 raise
-            got = E.expect_tensor_output(name, got, what, shape)
+            got = c.expect_tensor_output(got, what, shape)
             candidates = [
                 (bug, partial(rope, x, pos, **{"base": base, **switch}))
                 for bug, switch in ROPE_BUGS
             ]
-            _expect(name, got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4)
-            _same_dtype(name, got, x, what, "x")
+            c.compare(
+                got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4, in_dtype_of_got=True
+            )
+            _same_dtype(c, got, x, what, "x")
             probes.append(
                 (
                     f"For {what}, x and positions on another device:",
@@ -318,9 +298,8 @@ def check_apply_rope(fn) -> None:
                     lambda *inputs, kw=kwargs: fn(*inputs, **kw),
                 )
             )
-        _probe_devices(name, probes)
-    E.passed(
-        name,
+        _probe_devices(c, probes)
+    c.passed(
         f"split-halves rotation right on {len(ROPE_CASES)} cases (given positions, another base)",
     )
 
@@ -337,29 +316,31 @@ REPEAT_CASES = (
 def check_repeat_kv(fn) -> None:
     """Check ``repeat_kv(kv, n_rep)``: (b, g, n, hd) -> (b, g * n_rep, n, hd), head j = group j // n_rep."""
     __tracebackhide__ = True
-    name = "check_repeat_kv"
-    E.ensure_callable(name, fn, "a function repeat_kv(kv, n_rep)")
+    c = E.Check("check_repeat_kv")
+    c.ensure_callable(fn, "a function repeat_kv(kv, n_rep)")
     with E.isolated():
         probes = []  # (where, inputs, call)
         for b, g, n, hd, rep, seed in REPEAT_CASES:
             kv = E.randn(b, g, n, hd, seed=seed)
             what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
-            got = E.call_pure(name, fn, (kv,), rep, what=what)
+            got = c.call_pure(fn, (kv,), rep, what=what)
             wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
             if isinstance(got, torch.Tensor) and tuple(got.shape) in wrong_axis and rep > 1:
-                raise E.fail_with(
-                    name, "gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}."
-                )
-            got = E.expect_tensor_output(name, got, what, (b, g * rep, n, hd))
+                raise c.bug("gqa_repeat_wrong_axis", f"{what} returned shape {tuple(got.shape)}.")
+            got = c.expect_tensor_output(got, what, (b, g * rep, n, hd))
             candidates = [("gqa_repeat_not_interleave", lambda: kv.repeat(1, rep, 1, 1))]
-            _expect(name, got, kv.repeat_interleave(rep, dim=1), f"For {what}:", candidates)
+            c.compare(
+                got,
+                kv.repeat_interleave(rep, dim=1),
+                f"For {what}:",
+                candidates,
+                in_dtype_of_got=True,
+            )
             probes.append(
                 (f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep))
             )
-        _probe_devices(name, probes)
-    E.passed(
-        name, f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)"
-    )
+        _probe_devices(c, probes)
+    c.passed(f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
 
 
 __all__ = [

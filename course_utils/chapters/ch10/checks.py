@@ -4,22 +4,39 @@ drop); a wrong output is named by the wiring that reproduces it."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
 from course_utils.checks import _engine as E
 
+
 # --------------------------------------------------------------------------- the block
-# (d_model, num_heads, d_ff, context_length, batch, tokens, causal, seed)
+class BlockCase(NamedTuple):
+    """A block built as (d_model, num_heads, d_ff, context_length), run on (batch, n, d_model);
+    the decoder's ``m``: source tokens (its ``causal`` unused: the decoder is always causal)."""
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    context_length: int
+    batch: int
+    n: int
+    causal: bool = True
+    seed: int = 0
+    m: int = 0
+
+
 BLOCK_CASES = (
-    (8, 2, 16, 6, 2, 6, True, 1301),  # n == context_length, causal
-    (12, 3, 20, 9, 1, 5, False, 1302),  # batch 1, encoder
-    (8, 4, 32, 7, 3, 4, True, 1303),  # batch 3, 4 heads
+    BlockCase(8, 2, 16, 6, 2, 6, True, 1301),  # n == context_length, causal
+    BlockCase(12, 3, 20, 9, 1, 5, False, 1302),  # batch 1, encoder
+    BlockCase(8, 4, 32, 7, 3, 4, True, 1303),  # batch 3, 4 heads
 )
 _PARTS = ("attn", "norm1", "norm2", "ff", "drop")
 
 
-def _parts(check: str, module: nn.Module, owner: str) -> dict[str, nn.Module]:
+def _parts(c: E.Check, module: nn.Module, owner: str) -> dict[str, nn.Module]:
     wanted = {
         "attn": "the Attention layer",
         "norm1": "nn.LayerNorm(d_model)",
@@ -27,12 +44,10 @@ def _parts(check: str, module: nn.Module, owner: str) -> dict[str, nn.Module]:
         "ff": "nn.Sequential(Linear, GELU, Linear)",
         "drop": "nn.Dropout(dropout)",
     }
-    parts = {name: E.find_attribute(check, module, name, owner, wanted[name]) for name in _PARTS}
+    parts = {name: E.find_attribute(c, module, name, owner, wanted[name]) for name in _PARTS}
     for name, part in parts.items():
         if not callable(part):
-            raise E.fail_with(
-                check, "not_a_module", what=f"{owner}.{name}", kind=type(part).__name__
-            )
+            raise c.bug("not_a_module", what=f"{owner}.{name}", kind=type(part).__name__)
     return parts
 
 
@@ -70,70 +85,68 @@ _BLOCK_BUGS = (
 )
 
 
-def _build(check: str, cls: type, case: tuple, norm_first: bool, dropout: float = 0.0):
-    d, h, d_ff, ctx, _, _, causal, seed = case
+def _build(c: E.Check, cls: type, case: BlockCase, norm_first: bool, dropout: float = 0.0):
+    d, h, d_ff, ctx = case.d_model, case.num_heads, case.d_ff, case.context_length
     what = (
         f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
-        f"dropout={dropout}, norm_first={norm_first}, causal={causal})"
+        f"dropout={dropout}, norm_first={norm_first}, causal={case.causal})"
     )
     with E.preserved_rng():
-        torch.manual_seed(seed)
-        module = E.call(
-            check, cls, d, h, d_ff, ctx, dropout, norm_first=norm_first, causal=causal, what=what
+        torch.manual_seed(case.seed)
+        module = c.call(
+            cls, d, h, d_ff, ctx, dropout, norm_first=norm_first, causal=case.causal, what=what
         )
     if not isinstance(module, nn.Module):
-        raise E.fail_with(check, "not_a_module", what=what, kind=type(module).__name__)
-    parts = _parts(check, module, what)
+        raise c.bug("not_a_module", what=what, kind=type(module).__name__)
+    parts = _parts(c, module, what)
     with torch.no_grad():  # LayerNorm starts at scale 1, shift 0: give each norm its own numbers
-        g = E.generator(seed + 7)
+        g = E.generator(case.seed + 7)
         for name in ("norm1", "norm2"):
             for param in parts[name].parameters():
                 param.add_(0.5 * torch.randn(param.shape, generator=g))
     return module, parts, what
 
 
-def _forward(check: str, module: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
-    got = E.call_pure(check, module, [x], what=f"{what} on x of shape {tuple(x.shape)}")
-    return E.expect_tensor_output(check, got, f"{what}'s forward", tuple(x.shape))
+def _forward(c: E.Check, module: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
+    got = c.call_pure(module, [x], what=f"{what} on x of shape {tuple(x.shape)}")
+    return c.expect_tensor_output(got, f"{what}'s forward", tuple(x.shape))
 
 
-def _name_the_bug(check, got, expected, candidates, norm_first: bool, context: str) -> None:
-    """Raise the mistake among ``candidates`` (id, recompute) that gives ``got``, else where it differs."""
-    bug = E.match_bug(got, candidates)
-    if bug:
-        wanted, other = ("pre-norm", "post-norm") if norm_first else ("post-norm", "pre-norm")
-        raise E.fail_with(check, bug, f"With norm_first={norm_first}:", wanted=wanted, got=other)
-    raise E.mismatch(check, got, expected, f"With norm_first={norm_first}, {context}", [])
+# what a mistake that rewires the norms names, for each norm_first
+_NORMS = {
+    True: {"wanted": "pre-norm", "got": "post-norm"},
+    False: {"wanted": "post-norm", "got": "pre-norm"},
+}
 
 
-def _block_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
-    module, parts, what = _build(check, cls, case, norm_first)
-    d, _, _, _, b, n, _, seed = case
-    x = E.randn(b, n, d, seed=seed + 1)
+def _block_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
+    module, parts, what = _build(c, cls, case, norm_first)
+    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 1)
     with E.isolated():
-        got = _forward(check, module, x, what)
+        got = _forward(c, module, x, what)
         expected = _wired(parts, x, norm_first)
-        if not E.same(got, expected):
-            candidates = [
-                (bug, lambda bug=bug: _wired(parts, x, norm_first, bug)) for bug in _BLOCK_BUGS
-            ]
-            _name_the_bug(check, got, expected, candidates, norm_first, f"{what}'s output differs:")
+        c.compare(
+            got,
+            expected,
+            f"With norm_first={norm_first}, {what}'s output differs:",
+            [(bug, lambda bug=bug: _wired(parts, x, norm_first, bug)) for bug in _BLOCK_BUGS],
+            context=f"With norm_first={norm_first}:",
+            detail=_NORMS[norm_first],
+        )
     # gradients: the same as those of the block computed from the same parts
     weights = [x.clone().requires_grad_(), *module.parameters()]
     with E.preserved_rng():
-        grads = _grads(check, lambda t: module(t), weights, what)
-        wanted = _grads(check, lambda t: _wired(parts, t, norm_first), weights, what)
+        grads = _grads(c, lambda t: module(t), weights, what)
+        wanted = _grads(c, lambda t: _wired(parts, t, norm_first), weights, what)
     for got_g, want_g in zip(grads, wanted):
         if (got_g is None) != (want_g is None) or (got_g is not None and not E.same(got_g, want_g)):
-            raise E.fail_with(check, "block_gradient_differs", f"With norm_first={norm_first}:")
+            raise c.bug("block_gradient_differs", f"With norm_first={norm_first}:")
 
 
-def _grads(check: str, fn, weights: list[torch.Tensor], what: str) -> list:
-    out = E.call(check, fn, weights[0], what=f"{what} in training")
+def _grads(c: E.Check, fn, weights: list[torch.Tensor], what: str) -> list:
+    out = c.call(fn, weights[0], what=f"{what} in training")
     if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        raise E.fail_with(
-            check, "block_gradient_differs", f"{what}: the output does not require a gradient."
-        )
+        raise c.bug("block_gradient_differs", f"{what}: the output does not require a gradient.")
     loss = (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum()
     return list(torch.autograd.grad(loss, weights, allow_unused=True))
 
@@ -143,30 +156,32 @@ def check_transformer_block(cls: type) -> None:
     causal)`` class: pre-norm ``x + f(norm(x))`` when norm_first, post-norm ``norm(x + f(x))``
     otherwise, for attention (norm1) then the FFN (norm2); outputs and gradients."""
     __tracebackhide__ = True
-    name = "check_transformer_block"
-    E.ensure_class(name, cls, "a class such as TransformerBlock")
+    c = E.Check("check_transformer_block")
+    c.ensure_class(cls, "a class such as TransformerBlock")
     for case in BLOCK_CASES:
         for norm_first in (True, False):
-            _block_case(name, cls, case, norm_first)
+            _block_case(c, cls, case, norm_first)
     # dropout: off in eval mode
     case = BLOCK_CASES[0]
-    module, parts, what = _build(name, cls, case, True, dropout=0.5)
+    module, parts, what = _build(c, cls, case, True, dropout=0.5)
     module.eval()
-    x = E.randn(case[4], case[5], case[0], seed=case[7] + 2)
+    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 2)
     with E.isolated():
-        if not E.same(_forward(name, module, x, what), _wired(parts, x, True)):
-            raise E.fail_with(name, "block_dropout_in_eval")
-    E.passed(
-        name,
+        if not E.same(_forward(c, module, x, what), _wired(parts, x, True)):
+            raise c.bug("block_dropout_in_eval")
+    c.passed(
         f"pre-norm and post-norm match on {len(BLOCK_CASES)} configurations (causal and not, batch 1 "
         "to 3), gradients too; dropout off in eval mode",
     )
 
 
 # --------------------------------------------------------------------------- the decoder block
-# (d_model, num_heads, d_ff, context_length, batch, target tokens, source tokens, seed); the first
-# has n == m, so that queries and keys swapped still run and can be named
-DECODER_CASES = ((8, 2, 16, 8, 2, 5, 5, 1311), (12, 3, 24, 9, 3, 4, 7, 1312))
+# the first has n == m (target and source tokens), so that queries and keys swapped still run and
+# can be named
+DECODER_CASES = (
+    BlockCase(8, 2, 16, 8, 2, 5, seed=1311, m=5),
+    BlockCase(12, 3, 24, 9, 3, 4, seed=1312, m=7),
+)
 _DECODER_PARTS = ("self_attn", "cross_attn", "norm1", "norm2", "norm3", "ff", "drop")
 
 
@@ -203,19 +218,19 @@ _DECODER_BUGS = (
 )
 
 
-def _decoder_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
-    d, h, d_ff, ctx, b, n, m, seed = case
+def _decoder_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
+    d, h, d_ff, ctx, b, n, _, seed, m = case
     what = (
         f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
         f"dropout=0.0, norm_first={norm_first})"
     )
     with E.preserved_rng():
         torch.manual_seed(seed)
-        module = E.call(check, cls, d, h, d_ff, ctx, 0.0, norm_first=norm_first, what=what)
+        module = c.call(cls, d, h, d_ff, ctx, 0.0, norm_first=norm_first, what=what)
     if not isinstance(module, nn.Module):
-        raise E.fail_with(check, "not_a_module", what=what, kind=type(module).__name__)
+        raise c.bug("not_a_module", what=what, kind=type(module).__name__)
     parts = {
-        name: E.find_attribute(check, module, name, what, "the given __init__'s part")
+        name: E.find_attribute(c, module, name, what, "the given __init__'s part")
         for name in _DECODER_PARTS
     }
     with torch.no_grad():
@@ -229,33 +244,38 @@ def _decoder_case(check: str, cls: type, case: tuple, norm_first: bool) -> None:
     )  # (b, m): text i has i pads
     call = f"{what}(x, memory, memory_real) with x {tuple(x.shape)}, memory {tuple(memory.shape)}"
     with E.isolated():
-        got = E.call_pure(check, module, [x, memory], real, what=call)
-        got = E.expect_tensor_output(check, got, call, (b, n, d))
+        got = c.call_pure(module, [x, memory], real, what=call)
+        got = c.expect_tensor_output(got, call, (b, n, d))
         expected = _decoder_wired(parts, x, memory, real, norm_first)
-        if not E.same(got, expected):
-            candidates = [
-                (bug, lambda bug=bug: _decoder_wired(parts, x, memory, real, norm_first, bug))
-                for bug in _DECODER_BUGS
-            ]
-            candidates.append(
-                (
-                    "decoder_cross_swapped",
-                    lambda: _decoder_wired(
-                        parts, x, memory, real, norm_first, "swapped with the padding mask"
-                    ),
-                )
+        candidates = [
+            (bug, lambda bug=bug: _decoder_wired(parts, x, memory, real, norm_first, bug))
+            for bug in _DECODER_BUGS
+        ]
+        swapped = "swapped with the padding mask"
+        candidates.append(
+            (
+                "decoder_cross_swapped",
+                lambda: _decoder_wired(parts, x, memory, real, norm_first, swapped),
             )
-            _name_the_bug(check, got, expected, candidates, norm_first, f"{call}:")
+        )
+        c.compare(
+            got,
+            expected,
+            f"With norm_first={norm_first}, {call}:",
+            candidates,
+            context=f"With norm_first={norm_first}:",
+            detail=_NORMS[norm_first],
+        )
     inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
     weights = [*inputs, *module.parameters()]
     with E.preserved_rng():
-        grads = _grads(check, lambda t: module(t, inputs[1], real), weights, what)
+        grads = _grads(c, lambda t: module(t, inputs[1], real), weights, what)
         wanted = _grads(
-            check, lambda t: _decoder_wired(parts, t, inputs[1], real, norm_first), weights, what
+            c, lambda t: _decoder_wired(parts, t, inputs[1], real, norm_first), weights, what
         )
     for got_g, want_g in zip(grads, wanted):
         if (got_g is None) != (want_g is None) or (got_g is not None and not E.same(got_g, want_g)):
-            raise E.fail_with(check, "block_gradient_differs", f"With norm_first={norm_first}:")
+            raise c.bug("block_gradient_differs", f"With norm_first={norm_first}:")
 
 
 def check_decoder_block(cls: type) -> None:
@@ -263,13 +283,12 @@ def check_decoder_block(cls: type) -> None:
     class: causal self-attention (norm1), cross-attention with queries from x and keys/values from
     memory under memory_real (norm2), the FFN (norm3); pre- or post-norm; outputs and gradients."""
     __tracebackhide__ = True
-    name = "check_decoder_block"
-    E.ensure_class(name, cls, "a class such as DecoderBlock")
+    c = E.Check("check_decoder_block")
+    c.ensure_class(cls, "a class such as DecoderBlock")
     for case in DECODER_CASES:
         for norm_first in (True, False):
-            _decoder_case(name, cls, case, norm_first)
-    E.passed(
-        name,
+            _decoder_case(c, cls, case, norm_first)
+    c.passed(
         f"pre-norm and post-norm match on {len(DECODER_CASES)} configurations (source as long as "
         "the target and longer, padded), gradients to x and memory too",
     )
@@ -311,24 +330,25 @@ def check_sinusoidal_positions(fn: object) -> None:
     """Check ``sinusoidal_positions(n, d)``: the (n, d) table with sin(p w_i) at feature 2i and
     cos(p w_i) at 2i + 1, w_i = 10000^(-2i/d), positions 0 .. n - 1."""
     __tracebackhide__ = True
-    name = "check_sinusoidal_positions"
-    E.ensure_callable(name, fn, "a function such as sinusoidal_positions")
+    c = E.Check("check_sinusoidal_positions")
+    c.ensure_callable(fn, "a function such as sinusoidal_positions")
     for n, d in SINUSOID_CASES:
         what = f"sinusoidal_positions({n}, {d})"
         with E.isolated():
-            got = E.call(name, fn, n, d, what=what)
-        got = E.expect_tensor_output(name, got, what, (n, d))
+            got = c.call(fn, n, d, what=what)
+        got = c.expect_tensor_output(got, what, (n, d))
         if not got.is_floating_point():
-            raise E.fail_with(name, "sinusoid_not_float", what=what, dtype=got.dtype)
+            raise c.bug("sinusoid_not_float", what=what, dtype=got.dtype)
         expected = _table(n, d)
-        if not E.same(got, expected, atol=1e-4):
-            bug = E.match_bug(
-                got, [(bug, lambda bug=bug: _table(n, d, bug)) for bug in _SINUSOID_BUGS], atol=1e-4
-            )
-            if bug:
-                raise E.fail_with(name, bug, f"In {what}:")
-            raise E.mismatch(name, got, expected.float(), f"{what}:", [])
-    E.passed(name, f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
+        c.compare(
+            got,
+            expected.float(),
+            f"{what}:",
+            [(bug, lambda bug=bug: _table(n, d, bug)) for bug in _SINUSOID_BUGS],
+            atol=1e-4,
+            context=f"In {what}:",
+        )
+    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
 
 
 # --------------------------------------------------------------------------- packed documents
@@ -366,28 +386,26 @@ def check_packed_causal_mask(fn: object) -> None:
     """Check ``packed_causal_mask(doc_ids)``: (b, n) document ids -> the (b, n, n) bool mask,
     True where a query may attend: same document and not in the future."""
     __tracebackhide__ = True
-    name = "check_packed_causal_mask"
-    E.ensure_callable(name, fn, "a function such as packed_causal_mask")
+    c = E.Check("check_packed_causal_mask")
+    c.ensure_callable(fn, "a function such as packed_causal_mask")
     for rows in PACKED_CASES:
         doc_ids = torch.tensor(rows)  # (b, n)
         what = f"packed_causal_mask(torch.tensor({[list(r) for r in rows]}))"
         with E.isolated():
-            got = E.call_pure(name, fn, [doc_ids], what=what)
+            got = c.call_pure(fn, [doc_ids], what=what)
         b, n = doc_ids.shape
-        got = E.expect_tensor_output(name, got, what, (b, n, n))
+        got = c.expect_tensor_output(got, what, (b, n, n))
         if got.dtype != torch.bool:
-            raise E.fail_with(name, "packed_not_bool", what=what, dtype=got.dtype)
-        expected = _packed(doc_ids)
-        if not torch.equal(got, expected):
-            bug = E.first_bug(
-                (bug, torch.equal(got, _packed(doc_ids, bug))) for bug in _PACKED_BUGS
-            )
-            if bug:
-                raise E.fail_with(name, bug, f"In {what}:")
-            raise E.mismatch(name, got, expected, f"{what} (1 = True):", [])
-        E.probe_device(name, None, (doc_ids,), f"For {what} on another device:", fn=fn)
-    E.passed(
-        name,
+            raise c.bug("packed_not_bool", what=what, dtype=got.dtype)
+        c.compare(
+            got,
+            _packed(doc_ids),
+            f"{what} (1 = True):",
+            [(bug, lambda bug=bug: _packed(doc_ids, bug)) for bug in _PACKED_BUGS],
+            context=f"In {what}:",
+        )
+        E.probe_device(c, None, (doc_ids,), f"For {what} on another device:", fn=fn)
+    c.passed(
         f"right on {len(PACKED_CASES)} packings (one to four documents per row, two rows, "
         "unsorted ids) and made on the input's device",
     )

@@ -27,27 +27,6 @@ class CheckFailure(AssertionError):
         super().__init__(text)
 
 
-def passed(check: str, what: str) -> None:
-    """Print the one success line every check ends with."""
-    print(f"✓ {check}: {what}")
-
-
-def fail(check: str, diagnosis: str, hint: str | None = None) -> CheckFailure:
-    """A failure without a catalogued mistake (``raise fail(...)``)."""
-    return CheckFailure(check, diagnosis, hint)
-
-
-def fail_with(check: str, bug: str | Bug, context: str = "", **detail: object) -> CheckFailure:
-    """A failure naming the catalogued mistake ``bug``; ``detail`` (and ``check``) fill the
-    placeholders of its diagnosis and hint."""
-    bug = MISTAKES[bug] if isinstance(bug, str) else bug
-    diagnosis, hint = (
-        bug.diagnosis.format(check=check, **detail),
-        bug.hint.format(check=check, **detail),
-    )
-    return CheckFailure(check, f"{context}\n{diagnosis}" if context else diagnosis, hint, bug.name)
-
-
 def same(a: object, b: object, *, atol: float = ATOL, rtol: float = RTOL) -> bool:
     """True when two tensors have the same shape and values (NaNs in the same places match)."""
     if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.shape != b.shape:
@@ -79,39 +58,127 @@ def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
     )
 
 
-def match_bug(
-    got: object, candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]], *, atol: float = ATOL
-) -> str | None:
-    """The id of the first mistake whose output equals ``got``, or None."""
-    if not isinstance(got, torch.Tensor):
-        return None
-    for bug, make in candidates:
+Variants = Iterable[tuple[str, Callable[[], torch.Tensor]]]  # (mistake id, recompute) pairs
+
+
+class Check:
+    """One run of a self-check, made once at its top: ``c = E.Check("check_x")``. It carries the
+    check's name, so nothing else is told it; every way a check ends goes through it:
+    ``c.passed(...)``, ``raise c.bug("id", ...)`` (a catalogued mistake: the one way to name one),
+    ``c.compare(got, expected, where, variants)`` (the mistake that reproduces a wrong result) and
+    ``raise c.fail(...)`` (only to relay a crash or say where numbers differ)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def passed(self, what: str) -> None:
+        """Print the one success line every check ends with."""
+        print(f"✓ {self.name}: {what}")
+
+    def fail(self, diagnosis: str, hint: str | None = None) -> CheckFailure:
+        """A failure that names no catalogued mistake (a crash relayed, a difference located)."""
+        return CheckFailure(self.name, diagnosis, hint)
+
+    def bug(self, bug: str | Bug, context: str = "", **detail: object) -> CheckFailure:
+        """The failure naming the catalogued mistake ``bug``, after ``context``; ``detail`` (and
+        the check's name) fill the placeholders of its diagnosis and hint."""
+        bug = MISTAKES[bug] if isinstance(bug, str) else bug
+        diagnosis = bug.diagnosis.format(check=self.name, **detail)
+        hint = bug.hint.format(check=self.name, **detail)
+        text = f"{context}\n{diagnosis}" if context else diagnosis
+        return CheckFailure(self.name, text, hint, bug.name)
+
+    def compare(
+        self,
+        got: object,
+        expected: torch.Tensor,
+        where: str,
+        variants: Variants = (),
+        *,
+        atol: float = ATOL,
+        hint: str | None = None,
+        context: str | None = None,
+        in_dtype_of_got: bool = False,
+        detail: dict | None = None,
+    ) -> None:
+        """Return when ``got`` equals ``expected``. Else raise the first mistake of ``variants``
+        whose recomputed result equals ``got`` (after ``context``, default ``where``; ``detail``
+        fills its placeholders), else say after ``where`` where the numbers differ (with ``hint``).
+        ``in_dtype_of_got``: compare on the CPU in ``got``'s dtype (a float64 reference)."""
+        __tracebackhide__ = True
+        cast = (lambda t: t.to(got.dtype)) if in_dtype_of_got else (lambda t: t)
+        seen = got.cpu() if in_dtype_of_got else got
+        if same(seen, cast(expected), atol=atol):
+            return
+        for bug, make in variants if isinstance(got, torch.Tensor) else ():
+            try:
+                reproduced = same(cast(make()), seen, atol=atol)
+            except Exception:  # noqa: BLE001 - a variant that cannot run on this input does not match
+                continue
+            if reproduced:
+                raise self.bug(bug, where if context is None else context, **(detail or {}))
+        expected = expected.cpu() if in_dtype_of_got else expected
+        raise self.fail(f"{where} {describe_difference(expected, seen)}.", hint)
+
+    # ----------------------------------------------------------------------- calling student code
+    def stub(self, what: str) -> CheckFailure:
+        return self.bug("stub_in_place", what=what)
+
+    def call(self, fn: Callable, *args, what: str, hint: str | None = None, **kwargs):
+        """Call student code; a crash becomes a diagnosis naming the call (the stub gets its own)."""
+        __tracebackhide__ = True
         try:
-            if same(make(), got, atol=atol):
-                return bug
-        except Exception:  # noqa: BLE001 - a variant that cannot run on this input does not match
-            continue
-    return None
+            return fn(*args, **kwargs)
+        except NotImplementedError:
+            raise self.stub(what) from None
+        except CheckFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any crash is reported in plain words
+            raise self.fail(f"{what} raised {type(exc).__name__}: {exc}", hint) from exc
 
+    def call_pure(self, fn: Callable, inputs: Sequence[torch.Tensor], *rest, what: str, **kwargs):
+        """Call ``fn(*inputs, *rest)`` and require the caller's tensors unchanged afterwards."""
+        __tracebackhide__ = True
+        before = [t.detach().clone() for t in inputs]
+        got = self.call(fn, *inputs, *rest, what=what, **kwargs)
+        for name, (t, b) in zip(("input", "second input", "third input"), zip(inputs, before)):
+            if not torch.equal(t.detach(), b) and not (
+                torch.isnan(t).any() and torch.equal(t.isnan(), b.isnan())
+            ):
+                raise self.bug("input_modified", f"After {what}:", what=f"{name} tensor")
+        return got
 
-def first_bug(pairs: Iterable[tuple[str | None, object]]) -> str | None:
-    """The first mistake id whose condition holds, or None (the true/false cousin of :func:`match_bug`)."""
-    return next((bug for bug, holds in pairs if holds), None)
+    def ensure_callable(self, obj: object, what: str) -> None:
+        if (
+            not callable(obj)
+            or inspect.isclass(obj)
+            and not issubclass(obj, nn.Module)
+            and what.startswith("a function")
+        ):
+            raise self.bug("wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj))
 
+    def ensure_class(self, obj: object, what: str) -> type:
+        if not inspect.isclass(obj):
+            bug = "instance_not_class" if isinstance(obj, nn.Module) else "wrong_argument"
+            raise self.bug(bug, what=what, kind=type(obj).__name__, shown=shown(obj))
+        return obj
 
-def mismatch(
-    check: str,
-    got: torch.Tensor,
-    expected: torch.Tensor,
-    where: str,
-    candidates: Sequence[tuple[str, Callable[[], torch.Tensor]]],
-    hint: str | None = None,
-) -> CheckFailure:
-    """The failure for a wrong output: the matching mistake, else where the numbers differ."""
-    bug = match_bug(got, candidates)
-    if bug:
-        return fail_with(check, bug, where)
-    return fail(check, f"{where} {describe_difference(expected, got)}.", hint)
+    def expect_tensor_output(
+        self, got: object, what: str, shape: tuple[int, ...] | None = None
+    ) -> torch.Tensor:
+        """``got`` if it is a tensor (of ``shape``); else the not_a_tensor / wrong_shape mistake."""
+        if not isinstance(got, torch.Tensor):
+            kind = (
+                "None"
+                if got is None
+                else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
+            )
+            raise self.bug("not_a_tensor", what=what, kind=kind.replace("builtins.", ""))
+        if got.device.type == "meta":
+            raise self.bug("meta_tensor", what=what)
+        if shape is not None and tuple(got.shape) != tuple(shape):
+            raise self.bug("wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape))
+        return got
 
 
 # --------------------------------------------------------------------------- randomness, calling
@@ -155,96 +222,17 @@ def shown(obj: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def ensure_callable(check: str, obj: object, what: str) -> None:
-    if (
-        not callable(obj)
-        or inspect.isclass(obj)
-        and not issubclass(obj, nn.Module)
-        and what.startswith("a function")
-    ):
-        raise fail_with(
-            check, "wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj)
-        )
-
-
-def ensure_class(check: str, obj: object, what: str) -> type:
-    if not inspect.isclass(obj):
-        bug = "instance_not_class" if isinstance(obj, nn.Module) else "wrong_argument"
-        raise fail_with(check, bug, what=what, kind=type(obj).__name__, shown=shown(obj))
-    return obj
-
-
-def stub_failure(check: str, what: str) -> CheckFailure:
-    return fail_with(check, "stub_in_place", what=what)
-
-
-def call(check: str, fn: Callable, *args, what: str, hint: str | None = None, **kwargs):
-    """Call student code; a crash becomes a diagnosis naming the call (the stub gets its own)."""
-    __tracebackhide__ = True
-    try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise stub_failure(check, what) from None
-    except CheckFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any crash is reported in plain words
-        raise fail(check, f"{what} raised {type(exc).__name__}: {exc}", hint) from exc
-
-
-def expect_tensor_output(
-    check: str, got: object, what: str, shape: tuple[int, ...] | None = None
-) -> torch.Tensor:
-    """``got`` if it is a tensor (of ``shape``); else the not_a_tensor / wrong_shape mistake."""
-    if not isinstance(got, torch.Tensor):
-        kind = (
-            "None"
-            if got is None
-            else f"a {type(got).__module__.split('.')[0]}.{type(got).__name__}"
-        )
-        raise fail_with(check, "not_a_tensor", what=what, kind=kind.replace("builtins.", ""))
-    if got.device.type == "meta":
-        raise fail_with(check, "meta_tensor", what=what)
-    if shape is not None and tuple(got.shape) != tuple(shape):
-        raise fail_with(
-            check, "wrong_shape", what=what, got=tuple(got.shape), expected=tuple(shape)
-        )
-    return got
-
-
-def call_pure(check: str, fn: Callable, inputs: Sequence[torch.Tensor], *rest, what: str, **kwargs):
-    """Call ``fn(*inputs, *rest)`` and require the caller's tensors unchanged afterwards."""
-    __tracebackhide__ = True
-    before = [t.detach().clone() for t in inputs]
-    got = call(check, fn, *inputs, *rest, what=what, **kwargs)
-    for name, (t, b) in zip(("input", "second input", "third input"), zip(inputs, before)):
-        if not torch.equal(t.detach(), b) and not (
-            torch.isnan(t).any() and torch.equal(t.isnan(), b.isnan())
-        ):
-            raise fail_with(check, "input_modified", f"After {what}:", what=f"{name} tensor")
-    return got
-
-
 __all__ = [
     "ATOL",
     "RTOL",
+    "Check",
     "CheckFailure",
-    "call",
-    "call_pure",
+    "Variants",
     "describe_difference",
-    "ensure_callable",
-    "ensure_class",
-    "expect_tensor_output",
-    "fail",
-    "fail_with",
-    "first_bug",
     "generator",
     "isolated",
-    "match_bug",
-    "mismatch",
-    "passed",
     "preserved_rng",
     "randn",
     "same",
     "shown",
-    "stub_failure",
 ]

@@ -9,18 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .core import (
-    CheckFailure,
-    call,
-    expect_tensor_output,
-    fail,
-    fail_with,
-    generator,
-    passed,
-    preserved_rng,
-    randn,
-    stub_failure,
-)
+from .core import Check, CheckFailure, generator, preserved_rng, randn
 from .watch import Watch
 
 
@@ -82,7 +71,7 @@ class Case:
 
 
 def construct(
-    check: str,
+    c: Check,
     cls: type,
     *args,
     what: str,
@@ -95,20 +84,20 @@ def construct(
     with preserved_rng():
         if seed is not None:
             torch.manual_seed(seed)
-        module = call(check, cls, *args, what=what, hint=hint, **kwargs)
+        module = c.call(cls, *args, what=what, hint=hint, **kwargs)
     if not isinstance(module, nn.Module):
-        raise fail_with(check, "not_a_module", what=what, kind=type(module).__name__)
+        raise c.bug("not_a_module", what=what, kind=type(module).__name__)
     return module
 
 
-def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
+def build(c: Check, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
     """Construct the student's class for a case, under the case's seed."""
     __tracebackhide__ = True
     extra = (
         {} if case.vocab is not None else {"qkv_bias": case.qkv_bias}
     )  # TinyGPT takes no qkv_bias
     return construct(
-        check,
+        c,
         cls,
         *case.args(dropout),
         what=case.describe(cls, dropout),
@@ -119,7 +108,7 @@ def build(check: str, cls: type, case: Case, dropout: float = 0.0) -> nn.Module:
 
 
 def run(
-    check: str,
+    c: Check,
     module: nn.Module,
     x: torch.Tensor,
     where: str,
@@ -134,31 +123,27 @@ def run(
         with watch or contextlib.nullcontext():
             got = module(x)
     except NotImplementedError:
-        raise stub_failure(check, where.rstrip(":")) from None
+        raise c.stub(where.rstrip(":")) from None
     except CheckFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - reported in plain words
         error = f"(The error was {type(exc).__name__}: {exc})"
         if "view size is not compatible" in str(exc):
-            raise fail_with(
-                check, "missing_contiguous", f"{where} forward crashed. {error}"
-            ) from None
+            raise c.bug("missing_contiguous", f"{where} forward crashed. {error}") from None
         if full_length is not None:
             try:
                 module(full_length)
             except Exception:  # noqa: BLE001 - it crashes anyway: not a slicing problem
                 pass
             else:
-                raise fail_with(
-                    check, "mask_not_sliced", f"{where} forward crashed. {error}"
-                ) from None
-        raise fail(check, f"{where} forward raised {type(exc).__name__}: {exc}") from exc
+                raise c.bug("mask_not_sliced", f"{where} forward crashed. {error}") from None
+        raise c.fail(f"{where} forward raised {type(exc).__name__}: {exc}") from exc
     if not torch.equal(x, before):
-        raise fail_with(check, "input_modified", where, what="input x")
-    return expect_tensor_output(check, got, f"{where.rstrip(':')} forward")
+        raise c.bug("input_modified", where, what="input x")
+    return c.expect_tensor_output(got, f"{where.rstrip(':')} forward")
 
 
-def find_attribute(check: str, module: nn.Module, attr: str, owner: str, wanted: str) -> object:
+def find_attribute(c: Check, module: nn.Module, attr: str, owner: str, wanted: str) -> object:
     """``module.attr``, which the check reads by the chapter's name; missing: say what the module has."""
     if not hasattr(module, attr):
         names = sorted(name for name, _ in module.named_parameters())
@@ -166,25 +151,22 @@ def find_attribute(check: str, module: nn.Module, attr: str, owner: str, wanted:
             ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
             or "none"
         )
-        raise fail_with(
-            check, "attribute_missing", attr=attr, wanted=wanted, owner=owner, found=found
-        )
+        raise c.bug("attribute_missing", attr=attr, wanted=wanted, owner=owner, found=found)
     return getattr(module, attr)
 
 
 def find_linear(
-    check: str, module: nn.Module, attr: str, owner: str, d_in: int, d_out: int, bias: bool | None
+    c: Check, module: nn.Module, attr: str, owner: str, d_in: int, d_out: int, bias: bool | None
 ) -> nn.Linear:
     """The student's nn.Linear called ``attr``, checked for its sizes and bias."""
     wanted = f"nn.Linear({d_in}, {d_out}" + ("" if bias is None else f", bias={bias}") + ")"
-    layer = find_attribute(check, module, attr, owner, wanted)
+    layer = find_attribute(c, module, attr, owner, wanted)
     if not isinstance(layer, nn.Linear):
-        raise fail_with(
-            check, "not_a_linear", owner=owner, attr=attr, kind=type(layer).__name__, wanted=wanted
+        raise c.bug(
+            "not_a_linear", owner=owner, attr=attr, kind=type(layer).__name__, wanted=wanted
         )
     if (layer.in_features, layer.out_features) != (d_in, d_out):
-        raise fail_with(
-            check,
+        raise c.bug(
             "linear_wrong_size",
             owner=owner,
             attr=attr,
@@ -196,23 +178,23 @@ def find_linear(
         )
     if bias is not None and (layer.bias is not None) != bias:
         state = "has a bias" if layer.bias is not None else "has no bias"
-        raise fail_with(check, "qkv_bias_ignored", f"With qkv_bias={bias}, {owner}.{attr} {state}.")
+        raise c.bug("qkv_bias_ignored", f"With qkv_bias={bias}, {owner}.{attr} {state}.")
     return layer
 
 
-def qkv_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
+def qkv_layers(c: Check, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
     """W_query, W_key and W_value: three nn.Linear layers of the case's sizes, none the same as another."""
     layers = {
-        name: find_linear(check, module, name, owner, case.d_in, case.d_out, case.qkv_bias)
+        name: find_linear(c, module, name, owner, case.d_in, case.d_out, case.qkv_bias)
         for name in ("W_query", "W_key", "W_value")
     }
     for first, second in (("W_query", "W_key"), ("W_query", "W_value"), ("W_key", "W_value")):
         if layers[first].weight is layers[second].weight:
-            raise fail_with(check, "projections_shared", owner=owner, first=first, second=second)
+            raise c.bug("projections_shared", owner=owner, first=first, second=second)
     return layers
 
 
-def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length: int) -> None:
+def check_mask_buffer(c: Check, module: nn.Module, owner: str, context_length: int) -> None:
     """Require a (context_length, context_length) mask registered as a buffer."""
 
     def is_mask(t: object) -> bool:
@@ -229,21 +211,21 @@ def check_mask_buffer(check: str, module: nn.Module, owner: str, context_length:
         is_mask(p) and (not p.requires_grad or "mask" in name.lower())
         for name, p in module.named_parameters()
     ):
-        raise fail_with(check, "mask_parameter", f"In {owner}:")
+        raise c.bug("mask_parameter", f"In {owner}:")
     if any(is_mask(value) for sub in module.modules() for value in vars(sub).values()):
-        raise fail_with(check, "mask_not_buffer", f"In {owner}:")
-    raise fail_with(check, "mask_buffer_missing", n=context_length, owner=owner)
+        raise c.bug("mask_not_buffer", f"In {owner}:")
+    raise c.bug("mask_buffer_missing", n=context_length, owner=owner)
 
 
-def causal_layers(check: str, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
+def causal_layers(c: Check, module: nn.Module, owner: str, case: Case) -> dict[str, nn.Linear]:
     """The W_query, W_key, W_value layers of a causal head, after checking its mask buffer."""
-    layers = qkv_layers(check, module, owner, case)
-    check_mask_buffer(check, module, owner, case.context_length)
+    layers = qkv_layers(c, module, owner, case)
+    check_mask_buffer(c, module, owner, case.context_length)
     return layers
 
 
 def check_output_shape(
-    name: str,
+    c: Check,
     out: object,
     expected: tuple[int, ...],
     why: str,
@@ -254,17 +236,16 @@ def check_output_shape(
     wrong shape that a known mistake produces to its explanation."""
     __tracebackhide__ = True
     if not isinstance(out, torch.Tensor):
-        raise fail_with(name, "output_not_tensor", kind=type(out).__name__)
+        raise c.bug("output_not_tensor", kind=type(out).__name__)
     shape = tuple(out.shape)
     if shape != expected:
-        raise fail(
-            name,
+        raise c.fail(
             f"Your output has shape {shape}, expected {expected}: {why}",
             hints.get(shape, default_hint),
         )
     if not torch.isfinite(out).all():
-        raise fail_with(name, "output_not_finite")
-    passed(name, f"the output has shape {expected}")
+        raise c.bug("output_not_finite")
+    c.passed(f"the output has shape {expected}")
 
 
 __all__ = [

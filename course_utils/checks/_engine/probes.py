@@ -4,27 +4,19 @@ a training step with gradients, the length limit; and :func:`check_layer`, which
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from .core import (
-    describe_difference,
-    fail,
-    fail_with,
-    isolated,
-    mismatch,
-    preserved_rng,
-    same,
-    stub_failure,
-)
+from .core import Check, describe_difference, isolated, preserved_rng, same
 from .layers import Case, build, run
 from .pipeline import NO_DROP, RIGHT, Recipe, Trace
 from .watch import DeviceMix, Placement, Watch
 
 
 def expect_value_error(
-    check: str,
+    c: Check,
     fn: Callable[[], object],
     where: str,
     stub: str,
@@ -38,22 +30,20 @@ def expect_value_error(
     try:
         fn()
     except NotImplementedError:
-        raise stub_failure(check, stub) from None
+        raise c.stub(stub) from None
     except refusal:
         return
     except Exception as exc:  # noqa: BLE001 - the wrong kind of refusal
-        raise fail_with(
-            check, "length_error_not_value_error", where, error=type(exc).__name__
-        ) from None
-    raise fail_with(check, bug, where)
+        raise c.bug("length_error_not_value_error", where, error=type(exc).__name__) from None
+    raise c.bug(bug, where)
 
 
-def check_too_long(check: str, cls: type, case: Case) -> None:
+def check_too_long(c: Check, cls: type, case: Case) -> None:
     """An input longer than context_length must raise ValueError (the course's one rule)."""
     __tracebackhide__ = True
-    module, n = build(check, cls, case), case.context_length + 1
+    module, n = build(c, cls, case), case.context_length + 1
     expect_value_error(
-        check,
+        c,
         lambda: module(case.inputs(n)),
         f"{case.describe(cls)} on a batch of {n} tokens:",
         case.describe(cls),
@@ -61,7 +51,7 @@ def check_too_long(check: str, cls: type, case: Case) -> None:
 
 
 def probe_second_call(
-    check: str,
+    c: Check,
     module: nn.Module,
     inputs: Callable[[int], torch.Tensor],
     expected: Callable[[torch.Tensor], torch.Tensor],
@@ -85,14 +75,12 @@ def probe_second_call(
         if not ok and i == 0 and on_first is not None:
             on_first(short)  # the first call is already wrong: report that difference instead
         if not ok and i == 1:
-            raise fail_with(
-                check,
+            raise c.bug(
                 "state_between_calls",
                 f"{where} two calls with different batches of {short} tokens:",
             )
         if not ok:
-            raise fail_with(
-                check,
+            raise c.bug(
                 "mask_overwritten",
                 f"{where} calls with {short}, then {context_length}, then {short} tokens:",
             )
@@ -115,7 +103,7 @@ def _dropped(trace: Trace, inp: torch.Tensor) -> tuple[int, int | None] | None:
 
 
 def check_dropout(
-    check: str,
+    c: Check,
     module: nn.Module,
     x: torch.Tensor,
     where: str,
@@ -129,33 +117,32 @@ def check_dropout(
     trace = Trace()
     plain = reference(drop=NO_DROP, trace=trace)
     module.eval()
-    if not same(run(check, module, x, f"{where} in eval mode:"), plain):
-        raise fail_with(check, "dropout_in_eval", f"{where} after .eval():")
+    if not same(run(c, module, x, f"{where} in eval mode:"), plain):
+        raise c.bug("dropout_in_eval", f"{where} after .eval():")
     module.train()
     watch = Watch()
     with preserved_rng():
         torch.manual_seed(seed)
-        got = run(check, module, x, f"{where} in train mode:", watch=watch)
-        again = run(check, module, x, f"{where} in train mode, a second call:")
+        got = run(c, module, x, f"{where} in train mode:", watch=watch)
+        again = run(c, module, x, f"{where} in train mode, a second call:")
     if not module.training:
-        raise fail_with(check, "mode_changed_in_forward", f"{where}:")
+        raise c.bug("mode_changed_in_forward", f"{where}:")
     if same(got, again) and not same(got, plain):
-        raise fail_with(check, "dropout_same_mask", f"{where} two calls in train mode:")
+        raise c.bug("dropout_same_mask", f"{where} two calls in train mode:")
     active = watch.dropouts()
     if not active:
         if same(got, plain):
-            raise fail_with(check, "dropout_ignored", f"{where} in train mode:")
+            raise c.bug("dropout_ignored", f"{where} in train mode:")
         sdpa_p = watch.sdpa_dropout()
         if abs(sdpa_p - DROPOUT_P) < 1e-9:
             return  # scaled_dot_product_attention drops the weights inside, with the right p
         if sdpa_p > 0:
-            raise fail_with(
-                check,
+            raise c.bug(
                 "dropout_wrong_p",
                 f"{where}: the layer was built with dropout={DROPOUT_P}, "
                 f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.",
             )
-        raise fail_with(check, "dropout_not_seen", where=where)
+        raise c.bug("dropout_not_seen", where=where)
     places = [
         (trace.scores, "dropout_before_softmax"),
         (trace.context + [plain], "dropout_on_context"),
@@ -167,11 +154,10 @@ def check_dropout(
         if found is None:
             bug = next((bug for tensors, bug in places if any(same(inp, t) for t in tensors)), None)
             if bug:
-                raise fail_with(check, bug, f"{where} in train mode:")
-            raise fail_with(check, "dropout_on_other_tensor", where=where, shape=tuple(inp.shape))
+                raise c.bug(bug, f"{where} in train mode:")
+            raise c.bug("dropout_on_other_tensor", where=where, shape=tuple(inp.shape))
         if abs(p - DROPOUT_P) > 1e-9:
-            raise fail_with(
-                check,
+            raise c.bug(
                 "dropout_wrong_p",
                 f"{where}: the layer was built with dropout={DROPOUT_P}, "
                 f"but its dropout used p={p:g}.",
@@ -184,14 +170,13 @@ def check_dropout(
         elif len(parts) == trace.weights[unit].shape[1]:  # one head at a time, inside a loop
             full[unit] = torch.stack([parts[h] for h in sorted(parts)], dim=1)
     if len(full) < len(trace.weights):
-        raise fail_with(check, "dropout_some_heads", where=where)
+        raise c.bug("dropout_some_heads", where=where)
     expected = reference(drop=lambda w, unit: full[unit])
     if same(got, expected):
         return
     if same(got, plain):
-        raise fail_with(check, "dropout_unused", f"{where} in train mode:")
-    raise fail(
-        check,
+        raise c.bug("dropout_unused", f"{where} in train mode:")
+    raise c.fail(
         f"{where} in train mode, with the dropout mask your layer drew: "
         f"{describe_difference(expected, got.detach())}.",
         "multiply the dropped-out weights with the values: self.dropout(weights) @ values.",
@@ -199,31 +184,45 @@ def check_dropout(
 
 
 # --------------------------------------------------------------------------- a whole layer check
-Read = Callable[[str, nn.Module, str, Case], object]  # (check, module, owner, case) -> weights
+Read = Callable[[Check, nn.Module, str, Case], object]  # (check, module, owner, case) -> weights
 
 
-def _compare(check, cls, case, read, compute, pairs, module=None, n=None):
-    module = module or build(check, cls, case)
-    owner, weights = case.describe(cls), read(check, module, case.describe(cls), case)
+@dataclass(frozen=True)
+class Layer:
+    """What a layer check knows of the layer it checks: ``read(c, module, owner, case)`` finds the
+    student's weights, ``compute(weights, x, recipe=RIGHT, drop=NO_DROP, trace=None)`` recomputes
+    the output from them, ``variants`` are the (mistake id, Recipe) pairs tried on a wrong output,
+    and ``reference`` is the chapter's own class (parameter count, creation order), if any."""
+
+    read: Read
+    compute: Callable
+    variants: Sequence[tuple[str, Recipe]] = ()
+    reference: type | None = None
+
+
+def _compare(c, cls, case, layer: Layer, pairs, module=None, n=None):
+    read, compute = layer.read, layer.compute
+    module = module or build(c, cls, case)
+    owner, weights = case.describe(cls), read(c, module, case.describe(cls), case)
     module.eval()
     x = case.inputs(n)
     where = f"With {owner} on a batch of shape {tuple(x.shape)}:"
     full = case.inputs(case.context_length) if x.shape[1] < case.context_length else None
     watch = Watch()
-    got = run(check, module, x, where, full, watch)
+    got = run(c, module, x, where, full, watch)
     expected = compute(weights, x)
     if not same(got, expected):
         sdpa = any(
-            c[0] == "scaled_dot_product_attention" for c in watch.calls
+            call[0] == "scaled_dot_product_attention" for call in watch.calls
         )  # its bool mask means keep
         pairs = [("sdpa_mask_inverted" if sdpa and b == "keep_mask" else b, r) for b, r in pairs]
         candidates = [(b, lambda r=r: compute(weights, x, r)) for b, r in pairs]
-        raise mismatch(check, got, expected, where, candidates)
+        c.compare(got, expected, where, candidates)
     return module, weights
 
 
 def probe_device(
-    check: str, module: nn.Module | None, x: torch.Tensor, where: str, fn: Callable | None = None
+    c: Check, module: nn.Module | None, x: torch.Tensor, where: str, fn: Callable | None = None
 ) -> None:
     """Run as if the module and its input were on another device (:class:`Placement`): a tensor
     made on the CPU inside forward (or inside ``fn``) that meets them is named."""
@@ -234,19 +233,18 @@ def probe_device(
         with preserved_rng(), torch.no_grad(), Placement([*args, *owned]):
             (fn if fn is not None else module)(*args)
     except DeviceMix as exc:
-        raise fail_with(check, "cpu_tensor_in_forward", where, error=str(exc)) from None
+        raise c.bug("cpu_tensor_in_forward", where, error=str(exc)) from None
     except Exception:  # noqa: BLE001 - other failures are reported by the other probes
         pass
 
 
-def probe_layer(
-    check: str, cls: type, case: Case, read: Read, compute: Callable, reference_cls: type | None
-) -> None:
+def probe_layer(c: Check, cls: type, case: Case, layer: Layer) -> None:
     """The behaviour probes every layer check runs: another device, a longer second call and
     back, one training step with dropout, gradients, the parameter count."""
     __tracebackhide__ = True
+    read, compute, reference_cls = layer.read, layer.compute, layer.reference
     where = f"With {case.describe(cls)}:"
-    module = build(check, cls, case)
+    module = build(c, cls, case)
     if reference_cls is not None:
         with preserved_rng():
             want = sum(
@@ -254,8 +252,7 @@ def probe_layer(
             )
         have = sum(p.numel() for p in module.parameters())
         if have != want:
-            raise fail_with(
-                check,
+            raise c.bug(
                 "parameter_count",
                 where,
                 detail=f"your layer has {have:,} parameters; "
@@ -263,29 +260,29 @@ def probe_layer(
             )
     module.eval()
     weights = read(
-        check, module, where, case
+        c, module, where, case
     )  # read before the calls: a forward may replace its own buffers
     probe_second_call(
-        check,
+        c,
         module,
         case.inputs,
         lambda x: compute(weights, x),
         case.context_length,
         where,
-        lambda n: _compare(check, cls, case, read, compute, [], module=module, n=n),
+        lambda n: _compare(c, cls, case, layer, (), module=module, n=n),
     )
-    probe_device(check, build(check, cls, case).eval(), case.inputs(), where)
+    probe_device(c, build(c, cls, case).eval(), case.inputs(), where)
     x = case.inputs()
-    probe_backward(check, build(check, cls, case, DROPOUT_P), x, where)
-    module = build(check, cls, case)
-    probe_backward(check, module, x, where, lambda: compute(read(check, module, where, case), x))
+    probe_backward(c, build(c, cls, case, DROPOUT_P), x, where)
+    module = build(c, cls, case)
+    probe_backward(c, module, x, where, lambda: compute(read(c, module, where, case), x))
 
 
 INPUT = "the input x"  # how probe_backward names the input beside the parameters
 
 
 def probe_backward(
-    check: str,
+    c: Check,
     module: nn.Module,
     x: torch.Tensor,
     where: str,
@@ -298,7 +295,7 @@ def probe_backward(
     module.train()
     frozen = [name for name, p in module.named_parameters() if not p.requires_grad]
     if frozen:
-        raise fail_with(check, "parameter_frozen", where, names=", ".join(frozen))
+        raise c.bug("parameter_frozen", where, names=", ".join(frozen))
     params = list(module.named_parameters())
     watch_input = (
         x.is_floating_point() and x.is_leaf
@@ -318,70 +315,61 @@ def probe_backward(
                 if expected is not None and not same(
                     got, expected
                 ):  # built with dropout=0: no randomness
-                    raise fail_with(check, "dropout_hard_coded", f"{where} in train mode:")
+                    raise c.bug("dropout_hard_coded", f"{where} in train mode:")
                 got.sum().backward()
             except RuntimeError as exc:
                 if "inplace" in str(exc):
-                    raise fail_with(
-                        check, "inplace_breaks_autograd", where, error=str(exc).split(":")[0]
+                    raise c.bug(
+                        "inplace_breaks_autograd", where, error=str(exc).split(":")[0]
                     ) from None
-                raise fail(
-                    check, f"{where} backward() through your layer raised RuntimeError: {exc}"
+                raise c.fail(
+                    f"{where} backward() through your layer raised RuntimeError: {exc}"
                 ) from None
         for (name, p), g in zip(params, wanted or ()):
             if p.grad is None and g is not None:
                 later = ", so the layers before this one would never learn" if name == INPUT else ""
-                raise fail_with(
-                    check, "gradient_blocked", where, detail=f"{name} gets no gradient{later}"
-                )
+                raise c.bug("gradient_blocked", where, detail=f"{name} gets no gradient{later}")
             if p.grad is not None and (g is None or not same(p.grad, g)):
                 detail = (
                     f"the gradient of {name} differs from the reference "
                     f"({describe_difference(g, p.grad) if g is not None else 'which has none'})"
                 )
-                raise fail_with(check, "gradient_blocked", where, detail=detail)
+                raise c.bug("gradient_blocked", where, detail=detail)
     finally:
         if watch_input:
             x.requires_grad_(False).grad = None
 
 
 def check_layer(
-    check: str,
-    cls: type,
-    cases: Sequence[Case],
-    dropout_case: Case,
-    read: Read,
-    compute: Callable,
-    pairs: Sequence[tuple[str, Recipe]],
-    reference_cls: type | None = None,
+    c: Check, cls: type, layer: Layer, cases: Sequence[Case], dropout_case: Case
 ) -> None:
     """Everything a layer check does: outputs on every case, probes, length limit, dropout."""
     __tracebackhide__ = True
     with isolated():
         for case in cases:
-            _compare(check, cls, case, read, compute, pairs)
-        module = build(check, cls, dropout_case, DROPOUT_P)
-        weights = read(check, module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
+            _compare(c, cls, case, layer, layer.variants)
+        module = build(c, cls, dropout_case, DROPOUT_P)
+        weights = layer.read(c, module, dropout_case.describe(cls, DROPOUT_P), dropout_case)
         x = dropout_case.inputs()
         check_dropout(
-            check,
+            c,
             module,
             x,
             f"With {dropout_case.describe(cls, DROPOUT_P)}",
             seed=dropout_case.seed,
-            reference=lambda drop, trace=None: compute(weights, x, RIGHT, drop, trace),
+            reference=lambda drop, trace=None: layer.compute(weights, x, RIGHT, drop, trace),
         )
-        probe_layer(check, cls, cases[-1], read, compute, reference_cls)
-        check_too_long(check, cls, cases[-1])
-        if reference_cls is not None:
-            check_creation_order(check, cls, cases[0], reference_cls)
+        probe_layer(c, cls, cases[-1], layer)
+        check_too_long(c, cls, cases[-1])
+        if layer.reference is not None:
+            check_creation_order(c, cls, cases[0], layer.reference)
 
 
-def check_creation_order(check: str, cls: type, case: Case, reference_cls: type) -> None:
+def check_creation_order(c: Check, cls: type, case: Case, reference_cls: type) -> None:
     """Under the case's seed the layer must draw the chapter's class's initial weights, parameter by
     parameter: a ✓ then means the book's printed numbers come out (creation order included)."""
     __tracebackhide__ = True
-    module = build(check, cls, case)
+    module = build(c, cls, case)
     with preserved_rng():
         torch.manual_seed(case.seed)
         reference = reference_cls(*case.args(), qkv_bias=case.qkv_bias)
@@ -404,11 +392,12 @@ def check_creation_order(check: str, cls: type, case: Case, reference_cls: type)
         if values(ours.values()) == values(wanted.values())
         else "layer_init_differs"
     )
-    raise fail_with(check, bug, where, order=order, seed=case.seed)
+    raise c.bug(bug, where, order=order, seed=case.seed)
 
 
 __all__ = [
     "DROPOUT_P",
+    "Layer",
     "Read",
     "check_creation_order",
     "check_dropout",

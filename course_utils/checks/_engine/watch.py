@@ -6,6 +6,7 @@ plain fallback for a torch without it (``tests/test_core.py`` tests both)."""
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import torch
@@ -32,12 +33,13 @@ class DeviceMix(RuntimeError):
     pass
 
 
-try:  # an attention bias without a device: SDPA builds it on the query's device (torch >= 2.2)
-    from torch.nn.attention.bias import CausalBias as _CausalBias
-
-    DEVICE_FREE: tuple[type, ...] = (_CausalBias,)
-except ImportError:  # pragma: no cover - older torch
-    DEVICE_FREE = ()
+def device_free(t: torch.Tensor) -> bool:
+    """An attention bias without a device (``causal_lower_right``): SDPA builds it on the query's
+    device (torch >= 2.2). Looked up among the modules already imported, never imported here:
+    ``torch.nn.attention.bias`` imports ``torch._dynamo``, seconds a check need not pay when no
+    student code made such a bias."""
+    bias = sys.modules.get("torch.nn.attention.bias")
+    return bias is not None and isinstance(t, getattr(bias, "CausalBias", ()))
 
 
 def storage(t: torch.Tensor) -> int:
@@ -107,7 +109,7 @@ class Placement(TorchFunctionMode):
                 if isinstance(t, torch.Tensor)
                 and not self.is_placed(t)
                 and t.dim() > 0
-                and not isinstance(t, DEVICE_FREE)
+                and not device_free(t)
             ]
             if stray:
                 raise DeviceMix(

@@ -1,0 +1,425 @@
+"""A grading run for a class: `make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url]`.
+
+nbgrader autogrades one submission after another (it has no parallel autograde,
+jupyter/nbgrader#174). This module runs ``nbgrader autograde`` in ``--workers`` processes at once,
+each in its own scratch copy of the course with its own SQLite gradebook, and merges each
+student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any URL nbgrader's
+``db_url`` accepts, e.g. ``postgresql+psycopg://user@host/grades``). Steps:
+
+1. a *template* gradebook: ``nbgrader generate_assignment`` of the course's ``source/`` in a scratch
+   folder (the same cells as the course's own gradebook, which must already hold the assignment);
+2. *limits*: the solutions are autograded once as a student; each cell may then take
+   ``FACTOR`` times its measured time, at least ``MIN_LIMIT`` s (a student's own cells: ``FACTOR``
+   times the 95th percentile of the solution's cells). Kept in ``.grade/`` until ``source/`` changes;
+3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA. A student
+   whose kernel dies is graded again notebook by notebook, so one crashing notebook costs only
+   itself; a cell that hangs is stopped at its limit and named in the summary;
+4. the summary, in words: timeouts, crashed and missing or renamed notebooks.
+
+A re-run grades only new or changed submissions: the files under ``submitted/<student>/<assignment>/``
+are hashed (with the limits and ``source/``) into ``.grade/state-<assignment>.json``.
+
+    python3 tools/grade.py COURSE ASSIGNMENT [--workers N] [--db URL] [--students a b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tools.grade_parts import (  # noqa: E402
+    cell_key,
+    cell_seconds,
+    course_settings,
+    digest,
+    files_under,
+    in_nbgrader_venv,
+    measure_floor,
+    merge,
+    run_nbgrader,
+    timeouts,
+    worker_config,
+)
+
+FACTOR = 10  # a cell may take this many times the solution's time ...
+MIN_LIMIT = 20  # ... and at least this many seconds
+REFERENCE = "_solutions"  # the student id the calibration run grades
+STATE = ".grade"
+
+
+# ----------------------------------------------------------------------------- the run
+@dataclass
+class Outcome:
+    student: str
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    crashed: list[str] = field(default_factory=list)
+
+
+class Run:
+    def __init__(self, course: Path, assignment: str, workers: int, db: str | None, quiet=False):
+        self.course, self.assignment, self.workers = Path(course).resolve(), assignment, workers
+        self.course_id, configured = course_settings(self.course)
+        self.db = db or configured or f"sqlite:///{self.course / 'gradebook.db'}"
+        self.source = self.course / "source" / assignment
+        self.notebooks = sorted(p.stem for p in self.source.glob("*.ipynb"))
+        if not self.notebooks:
+            raise SystemExit(
+                f"No notebooks in {self.source}: is the assignment called {assignment!r}?"
+            )
+        self.state_dir = self.course / STATE
+        self.state_dir.mkdir(exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=self.state_dir))
+        self.quiet = quiet
+        self.lock = threading.Lock()
+
+    # -- setup
+    def template(self) -> Path:
+        """A scratch course holding the assignment in its own SQLite gradebook."""
+        folder = self.scratch / "template"
+        (folder / "source").mkdir(parents=True)
+        shutil.copytree(self.source, folder / "source" / self.assignment)
+        (folder / "nbgrader_config.py").write_text(
+            worker_config(self.course, folder, None), encoding="utf-8"
+        )
+        log = self.scratch / "template.log"
+        if run_nbgrader(folder, ["generate_assignment", self.assignment, "--force"], log=log):
+            raise SystemExit(f"nbgrader generate_assignment failed; see {log}")
+        shutil.copy(folder / "gradebook.db", self.scratch / "clean.db")
+        return folder
+
+    def calibrate(self, template: Path) -> dict:
+        """Per-cell limits from one autograde of the solutions (cached until source/ changes)."""
+        import nbformat
+
+        key = digest(files_under(self.source), self.source, f"{FACTOR} {MIN_LIMIT}")
+        cache = self.state_dir / f"limits-{self.assignment}.json"
+        if cache.exists():
+            limits = json.loads(cache.read_text(encoding="utf-8"))
+            if limits.get("key") == key:
+                return limits
+        submitted = template / "submitted" / REFERENCE / self.assignment
+        shutil.copytree(self.source, submitted)
+        self._say("Timing the solutions once, to size each cell's time limit ...")
+        half = len(self.notebooks) // 2  # the floor is measured around the run, half before
+        floor = measure_floor(half)
+        start = time.perf_counter()
+        status = run_nbgrader(
+            template,
+            ["autograde", self.assignment, "--student", REFERENCE, "--force"],
+            log=self.scratch / "calibrate.log",
+        )
+        reference_seconds = time.perf_counter() - start
+        floor += measure_floor(len(self.notebooks) - half)
+        if status:
+            raise SystemExit(
+                f"The solutions did not autograde; see {self.scratch / 'calibrate.log'}"
+            )
+        seconds: dict[str, float] = {}
+        for path in sorted((template / "autograded" / REFERENCE / self.assignment).glob("*.ipynb")):
+            for cell in nbformat.read(path, as_version=4).cells:
+                took = cell_seconds(cell) if cell.cell_type == "code" else None
+                if took is not None:
+                    k = cell_key(cell.source)
+                    seconds[k] = max(took, seconds.get(k, 0.0))
+        times = sorted(seconds.values()) or [0.0]
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        limits = {
+            "key": key,
+            "seconds": seconds,
+            "cells": {k: max(MIN_LIMIT, round(FACTOR * s)) for k, s in seconds.items()},
+            "default": max(MIN_LIMIT, round(FACTOR * p95)),
+            "reference_seconds": round(reference_seconds, 1),
+            "floor_seconds": round(floor, 1),
+            "load_average": round(os.getloadavg()[0], 1),
+        }
+        cache.write_text(json.dumps(limits, indent=1), encoding="utf-8")
+        return limits
+
+    def speed_text(self, limits: dict) -> str:
+        n, ref, floor = (
+            len(self.notebooks),
+            limits["reference_seconds"],
+            limits.get("floor_seconds"),
+        )
+        if not floor:
+            return f"One student's {n} notebooks (the solutions) autograde in {ref:.0f} s"
+        return (
+            f"One student's {n} notebooks (the solutions) autograde in {ref:.0f} s; the floor, "
+            f"{n} kernel starts with `import torch, course_utils`, is {floor:.0f} s: ratio "
+            f"{ref / floor:.2f} (load average {limits['load_average']})"
+        )
+
+    # -- one student
+    def grade_student(self, folder: Path, student: str, limits: dict, tick) -> Outcome:
+        out = Outcome(student)
+        start = time.perf_counter()
+        sub = folder / "submitted"
+        if sub.exists():
+            shutil.rmtree(sub)
+        (sub / student).mkdir(parents=True)
+        (sub / student / self.assignment).symlink_to(
+            self.course / "submitted" / student / self.assignment
+        )
+        done = folder / "autograded" / student / self.assignment
+        log = self.scratch / f"{student}.log"
+        backstop = sum(limits["cells"].values()) + 60 * len(self.notebooks) + 120
+        seen: set[str] = set()
+
+        def watch(proc_done: threading.Event):
+            while not proc_done.wait(0.5):
+                self._tick_new(done, seen, tick)
+
+        flag = threading.Event()
+        watcher = threading.Thread(target=watch, args=(flag,), daemon=True)
+        watcher.start()
+        status = run_nbgrader(
+            folder,
+            ["autograde", self.assignment, "--student", student, "--force"],
+            timeout=backstop,
+            log=log,
+        )
+        if status:  # a kernel died (or nbgrader was stopped): each notebook on its own
+            for notebook in self.submitted_notebooks(student):
+                failed = run_nbgrader(
+                    folder,
+                    ["autograde", self.assignment, "--student", student]
+                    + ["--notebook", notebook, "--force"],
+                    timeout=backstop,
+                    log=log,
+                )
+                if failed:
+                    out.crashed.append(notebook)
+        flag.set()
+        watcher.join()
+        self._tick_new(done, seen, tick, final=len(self.notebooks))
+        for path in sorted(done.glob("*.ipynb")):
+            out.problems += timeouts(path, limits)
+        for notebook in out.crashed:
+            out.problems.append(
+                f"{notebook}: the notebook stopped the grader (its kernel died, e.g. the code exited "
+                f"Python or ran out of memory); its cells wait for a person. Log: {log}"
+            )
+        out.problems += self.naming_problems(student)
+        with self.lock:
+            merge(
+                f"sqlite:///{folder / 'gradebook.db'}",
+                self.db,
+                self.course_id,
+                self.assignment,
+                student,
+            )
+            target = self.course / "autograded" / student / self.assignment
+            if target.exists():
+                shutil.rmtree(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if done.exists():
+                shutil.move(str(done), str(target))
+        out.seconds = time.perf_counter() - start
+        return out
+
+    def _tick_new(self, done: Path, seen: set, tick, final: int | None = None) -> None:
+        names = {p.stem for p in done.glob("*.ipynb")} if done.exists() else set()
+        fresh = names - seen
+        seen |= fresh
+        if final is not None and len(seen) < final:  # notebooks not graded still count as done
+            fresh |= {f"_{i}" for i in range(final - len(seen))}
+            seen |= fresh
+        if fresh:
+            tick(len(fresh))
+
+    def submitted_notebooks(self, student: str) -> list[str]:
+        folder = self.course / "submitted" / student / self.assignment
+        return [n for n in self.notebooks if (folder / f"{n}.ipynb").exists()]
+
+    def naming_problems(self, student: str) -> list[str]:
+        folder = self.course / "submitted" / student / self.assignment
+        present = {p.stem for p in folder.glob("*.ipynb")}
+        lines = []
+        for name in self.notebooks:
+            if name not in present:
+                near = sorted(p for p in present if p.startswith(name) and p != name)
+                why = f"; {near[0]}.ipynb was handed in instead (renamed?)" if near else ""
+                lines.append(f"{name}.ipynb is missing, so it scores 0{why}")
+        for extra in sorted(present - set(self.notebooks)):
+            if not any(extra.startswith(n) for n in self.notebooks):
+                lines.append(f"{extra}.ipynb is not part of the assignment and was not graded")
+        return lines
+
+    # -- the class
+    def students(self, only: list[str] | None) -> list[str]:
+        root = self.course / "submitted"
+        found = (
+            sorted(p.parent.name for p in root.glob(f"*/{self.assignment}") if p.is_dir())
+            if root.exists()
+            else []
+        )
+        if only:
+            missing = sorted(set(only) - set(found))
+            if missing:
+                raise SystemExit(f"No submission in {root} for: {', '.join(missing)}")
+            return [s for s in found if s in only]
+        return found
+
+    def check_class_gradebook(self) -> None:
+        from nbgrader.api import Gradebook, MissingEntry
+
+        with Gradebook(self.db, self.course_id) as gb:
+            try:
+                assignment = gb.find_assignment(self.assignment)
+            except MissingEntry:
+                raise SystemExit(
+                    f"The gradebook {self.db} has no assignment {self.assignment!r}: run "
+                    f"`nbgrader generate_assignment {self.assignment}` first"
+                ) from None
+            names = sorted(nb.name for nb in assignment.notebooks)
+        if names != self.notebooks:
+            raise SystemExit(
+                f"The gradebook's notebooks ({', '.join(names)}) differ from source/ "
+                f"({', '.join(self.notebooks)}): run `nbgrader generate_assignment {self.assignment}` again"
+            )
+
+    def run(self, only: list[str] | None = None, force: bool = False) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tqdm import tqdm
+
+        self.check_class_gradebook()
+        students = self.students(only)
+        template = self.template()
+        limits = self.calibrate(template)
+        self._say(self.speed_text(limits))
+        state_file = self.state_dir / f"state-{self.assignment}.json"
+        state = json.loads(state_file.read_text(encoding="utf-8")) if state_file.exists() else {}
+        if state.get("db") != self.db or state.get("limits") != limits["key"]:
+            state = {"db": self.db, "limits": limits["key"], "students": {}}
+        hashes = {
+            s: digest(
+                files_under(self.course / "submitted" / s / self.assignment),
+                self.course / "submitted" / s / self.assignment,
+            )
+            for s in students
+        }
+        todo = [s for s in students if force or state["students"].get(s) != hashes[s]]
+        skipped = len(students) - len(todo)
+        self._say(
+            f"{len(todo)} of {len(students)} submissions to grade ({skipped} unchanged since the "
+            f"last run), {len(self.notebooks)} notebooks each, {self.workers} workers; each cell may "
+            f"take {FACTOR}x the solution's time, at least {MIN_LIMIT} s"
+        )
+        folders = []
+        for i in range(max(1, min(self.workers, len(todo)))):
+            folder = self.scratch / f"worker{i}"
+            (folder / "source").mkdir(parents=True)
+            (folder / "source" / self.assignment).symlink_to(self.source)
+            shutil.copy(self.scratch / "clean.db", folder / "gradebook.db")
+            limits_file = self.scratch / "limits.json"
+            limits_file.write_text(json.dumps(limits), encoding="utf-8")
+            (folder / "nbgrader_config.py").write_text(
+                worker_config(self.course, folder, limits_file), encoding="utf-8"
+            )
+            folders.append(folder)
+        free = list(folders)
+        outcomes: list[Outcome] = []
+        start = time.perf_counter()
+        bar = tqdm(
+            total=len(todo) * len(self.notebooks),
+            unit="notebook",
+            desc="autograde",
+            disable=self.quiet,
+            smoothing=0.1,
+        )
+
+        def one(student: str) -> Outcome:
+            with self.lock:
+                folder = free.pop()
+            try:
+                outcome = self.grade_student(folder, student, limits, bar.update)
+            finally:
+                with self.lock:
+                    free.append(folder)
+            with self.lock:
+                if not outcome.crashed:
+                    state["students"][student] = hashes[student]
+                    state_file.write_text(json.dumps(state, indent=1), encoding="utf-8")
+            return outcome
+
+        with ThreadPoolExecutor(len(folders)) as pool:
+            outcomes = list(pool.map(one, todo))
+        bar.close()
+        seconds = time.perf_counter() - start
+        summary = {
+            "assignment": self.assignment,
+            "db": self.db,
+            "graded": todo,
+            "skipped": skipped,
+            "workers": len(folders),
+            "seconds": round(seconds, 1),
+            "limits": {"factor": FACTOR, "minimum": MIN_LIMIT, "default": limits["default"]},
+            "problems": {o.student: o.problems for o in outcomes if o.problems},
+            "crashed": {o.student: o.crashed for o in outcomes if o.crashed},
+        }
+        (self.state_dir / f"last-run-{self.assignment}.json").write_text(
+            json.dumps(summary, indent=1), encoding="utf-8"
+        )
+        self._say(self.summary_text(summary))
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return summary
+
+    def summary_text(self, summary: dict) -> str:
+        lines = [
+            f"Graded {len(summary['graded'])} submissions in {summary['seconds']:.0f} s with "
+            f"{summary['workers']} workers ({summary['skipped']} unchanged, not graded again); "
+            f"scores are in {summary['db']}"
+        ]
+        for student, problems in sorted(summary["problems"].items()):
+            lines += [f"  {student}: {p}" for p in problems]
+        if not summary["problems"]:
+            lines.append("  no timeouts, crashes, or missing notebooks")
+        return "\n".join(lines)
+
+    def _say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    status = in_nbgrader_venv("tools.grade", argv)
+    if status is not None:
+        return status
+    parser = argparse.ArgumentParser(
+        prog="make grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("course", type=Path, help="the nbgrader course directory")
+    parser.add_argument("assignment")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--db", help="gradebook URL (default: the course's, or its gradebook.db)")
+    parser.add_argument("--students", nargs="+", help="only these students")
+    parser.add_argument("--force", action="store_true", help="grade unchanged submissions again")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be 1 or more, got {args.workers}")
+    if not (args.course / "nbgrader_config.py").exists():
+        parser.error(
+            f"{args.course} has no nbgrader_config.py: is it an nbgrader course directory?"
+        )
+    Run(args.course, args.assignment, args.workers, args.db).run(args.students, args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

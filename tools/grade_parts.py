@@ -1,0 +1,205 @@
+"""The parts of a grading run (tools/grade.py) that do not hold its state: hashing, running
+nbgrader, the workers' config and per-cell limits, reading autograded notebooks, merging one
+student's scores into the class gradebook, and the re-run in .venv-nbgrader."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tools import nbgrader_roundtrip as rt
+
+TIMEOUT_NAMES = ("CellTimeoutError", "KeyboardInterrupt", "Timeout")
+
+
+# ----------------------------------------------------------------------------- small helpers
+def digest(paths: list[Path], base: Path, extra: str = "") -> str:
+    """sha256 of the files' relative names and bytes (and ``extra``)."""
+    h = hashlib.sha256(extra.encode())
+    for path in sorted(paths):
+        h.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def files_under(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts]
+
+
+def cell_key(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()
+
+
+def course_settings(course: Path) -> tuple[str, str | None]:
+    """(course_id, db_url or None) from the course's nbgrader_config.py."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    coursedir = config.get("CourseDirectory", {})
+    return coursedir.get("course_id", "default_course"), coursedir.get("db_url") or None
+
+
+def run_nbgrader(folder: Path, args: list[str], timeout: float | None = None, log=None) -> int:
+    """``nbgrader *args`` in ``folder``; its output appended to ``log`` (a path); the exit status
+    (-9 when it ran past ``timeout`` and was killed)."""
+    with open(log or os.devnull, "a", encoding="utf-8") as out:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "nbgrader"), *args],
+            cwd=folder,
+            env=rt.nbgrader_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # nbgrader and the kernels it started
+            proc.wait()
+            return -9
+
+
+def worker_config(course: Path, folder: Path, limits: Path | None) -> str:
+    """The course's nbgrader_config.py, then: this folder as root, its own SQLite gradebook,
+    and the per-cell limits (nbclient's ``timeout_func``: a cell's limit from its source)."""
+    text = (course / "nbgrader_config.py").read_text(encoding="utf-8")
+    text += (
+        "\n# --- added by tools/grade.py for one worker of a grading run\n"
+        f"c.CourseDirectory.root = {str(folder)!r}\n"
+        f"c.CourseDirectory.db_url = {'sqlite:///' + str(folder / 'gradebook.db')!r}\n"
+    )
+    if limits is not None:
+        text += limits_config(limits)
+    return text
+
+
+def limits_config(limits: Path) -> str:
+    """Config lines that give each cell its limit from ``limits`` (a JSON file :func:`calibrate` wrote)."""
+    return (
+        "import hashlib as _hashlib, json as _json\n"
+        f"_LIMITS = _json.load(open({str(limits)!r}))\n"
+        "def _cell_limit(cell):\n"
+        "    key = _hashlib.sha1(cell.source.encode()).hexdigest()\n"
+        "    return int(_LIMITS['cells'].get(key, _LIMITS['default']))\n"
+        "c.Execute.timeout_func = _cell_limit\n"
+        "c.Execute.timeout = int(_LIMITS['default'])\n"
+    )
+
+
+def measure_floor(notebooks: int) -> float:
+    """Seconds for ``notebooks`` kernel starts, each running ``import torch, course_utils`` (the
+    least any autograde of that many notebooks can cost)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    start = time.perf_counter()
+    for _ in range(notebooks):
+        nb = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell("import torch, course_utils")]
+        )
+        NotebookClient(nb, kernel_name="python3", timeout=600).execute()
+    return time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- reading results
+def cell_seconds(cell) -> float | None:
+    """Seconds a code cell ran, from the timing nbclient records in its metadata."""
+    from datetime import datetime
+
+    ex = cell.get("metadata", {}).get("execution", {})
+    try:
+        start, end = ex["iopub.execute_input"], ex["shell.execute_reply"]
+    except KeyError:
+        return None
+    parse = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+    return (parse(end) - parse(start)).total_seconds()
+
+
+def cell_label(cell, index: int) -> str:
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    first = cell.source.strip().split("\n")[0][:60]
+    return f"cell {index} ({grade_id})" if grade_id else f"cell {index} ({first})"
+
+
+def timeouts(notebook: Path, limits: dict) -> list[str]:
+    """Plain-words lines for the cells of an autograded notebook stopped at their limit."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    lines = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if any(
+            o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
+            for o in cell.get("outputs", [])
+        ):
+            key = cell_key(cell.source)
+            limit = limits["cells"].get(key, limits["default"])
+            ref = limits["seconds"].get(key)
+            usual = (
+                f"the solution's cell takes {ref:.1f} s"
+                if ref is not None
+                else "a cell of the student's own"
+            )
+            lines.append(
+                f"{notebook.stem}: {cell_label(cell, index)} was stopped after {limit:.0f} s "
+                f"({usual}); a loop that never ends is the usual cause"
+            )
+    return lines
+
+
+# ----------------------------------------------------------------------------- merging scores
+def merge(src_url: str, dst_url: str, course_id: str, assignment: str, student: str) -> None:
+    """Copy one student's autograde results from a worker's gradebook into the class gradebook,
+    as ``nbgrader autograde`` would have written them there (manual scores already in the class
+    gradebook are kept, and such a grade is marked for review, as autograde marks it)."""
+    import warnings
+
+    from nbgrader.api import Gradebook
+    from sqlalchemy.exc import SAWarning
+
+    with (
+        warnings.catch_warnings(),  # nbgrader's add_submission autoflushes half-built objects
+        Gradebook(src_url, course_id) as src,
+        Gradebook(dst_url, course_id) as dst,
+    ):
+        warnings.simplefilter("ignore", SAWarning)
+        theirs = src.find_submission(assignment, student)
+        dst.update_or_create_student(student)
+        kwargs = {"timestamp": theirs.timestamp} if theirs.timestamp else {}
+        ours = dst.update_or_create_submission(assignment, student, **kwargs)
+        by_name = {nb.name: nb for nb in ours.notebooks}
+        for their_nb in theirs.notebooks:
+            if their_nb.name not in by_name:
+                raise RuntimeError(
+                    f"{their_nb.name} is in source/ but not in the class gradebook: run "
+                    f"`nbgrader generate_assignment {assignment}` again"
+                )
+            our_nb = by_name[their_nb.name]
+            our_nb.late_submission_penalty = their_nb.late_submission_penalty
+            grades = {g.name: g for g in our_nb.grades}
+            for grade in their_nb.grades:
+                mine = grades[grade.name]
+                mine.auto_score = grade.auto_score  # and nbgrader's SaveAutoGrades rule:
+                mine.needs_manual_grade = mine.manual_score is not None or mine.auto_score is None
+            comments = {c.name: c for c in our_nb.comments}
+            for comment in their_nb.comments:
+                comments[comment.name].auto_comment = comment.auto_comment
+        dst.db.commit()
+
+
+def in_nbgrader_venv(module: str, argv: list[str] | None) -> int | None:
+    """Outside .venv-nbgrader (the system Python of `make grade`): create it if needed, run
+    ``python -m module argv`` there and return its exit status; inside it: None."""
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        python = rt.ensure_venv()
+        env = dict(rt.nbgrader_env(), PATH=f"{rt.VENV / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        args = sys.argv[1:] if argv is None else argv
+        return subprocess.run([str(python), "-m", module, *args], cwd=rt.ROOT, env=env).returncode
+    return None
