@@ -78,23 +78,20 @@ def _as_int(got) -> int | None:
 def check_kv_cache_bytes(fn) -> None:
     """Check ``kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)``: the cache's bytes."""
     __tracebackhide__ = True
-    name = "check_kv_cache_bytes"
-    E.ensure_callable(
-        name, fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)"
-    )
+    c = E.Check("check_kv_cache_bytes")
+    c.ensure_callable(fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)")
     with E.isolated():
         cases, answers = _byte_cases(), []
         for label, layout, context, batch, size in cases:
             what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
-            got = E.call(name, fn, layout, context, batch=batch, bytes_per_value=size, what=what)
+            got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
             number = _as_int(got)
             if number is None:
-                raise E.fail_with(name, "kv_not_a_count", what=what, got=E.shown(got))
+                raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
             answers.append((what, number, layout, context, batch, size))
         wrong = [a for a in answers if a[1] != cache_bytes(*a[2:])]
         if not wrong:
-            E.passed(
-                name,
+            c.passed(
                 f"right on {len(cases)} cases: the six published layouts, sharing, "
                 "windows and a latent, at contexts from 1 to 131,072 tokens",
             )
@@ -102,12 +99,10 @@ def check_kv_cache_bytes(fn) -> None:
         for bug, switch in BYTES_BUGS:  # the slip that reproduces every answer
             if all(number == cache_bytes(*rest, **switch) for _, number, *rest in answers):
                 what, number, *rest = wrong[0]
-                raise E.fail_with(
-                    name, bug, f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
-                )
+                raise c.bug(bug, f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}.")
         what, number, *rest = wrong[0]
-        raise E.fail_with(
-            name, "kv_count_wrong", f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
+        raise c.bug(
+            "kv_count_wrong", f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
         )
 
 
@@ -176,21 +171,20 @@ def _steps(run, x):
     return torch.cat(outs, dim=1), caches
 
 
-def _check_cache(name, cache, what, b, N, dc, dr, hd, h, latent) -> None:
+def _check_cache(c: E.Check, cache, what, b, N, dc, dr, hd, h, latent) -> None:
     """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
     ok_pair = isinstance(cache, (tuple, list)) and len(cache) == 2
     if ok_pair and all(isinstance(t, torch.Tensor) for t in cache):
-        c, r = cache
-        if c.dim() == 4 or c.shape[-1] in (h * hd, 2 * h * hd) or (c.shape[-1] == hd != dc):
-            raise E.fail_with(
-                name, "mla_cache_after_up_projection", f"After {what}:", shape=tuple(c.shape), dc=dc
+        lat, r = cache
+        if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or (lat.shape[-1] == hd != dc):
+            raise c.bug(
+                "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
             )
-        if tuple(c.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
-            if not E.same(c.detach().cpu().double(), latent, atol=1e-4):
-                raise E.fail_with(name, "mla_cache_not_latent", f"After {what}:")
+        if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+            if not E.same(lat.detach().cpu().double(), latent, atol=1e-4):
+                raise c.bug("mla_cache_not_latent", f"After {what}:")
             return
-    raise E.fail_with(
-        name,
+    raise c.bug(
         "mla_cache_shape",
         f"After {what}:",
         got=E.shown(cache),
@@ -198,9 +192,9 @@ def _check_cache(name, cache, what, b, N, dc, dr, hd, h, latent) -> None:
     )
 
 
-def _check_mla(name: str, fn, form: str) -> None:
+def _check_mla(c: E.Check, fn, form: str) -> None:
     __tracebackhide__ = True
-    E.ensure_callable(name, fn, f"a function {form}(x, w, cache=None)")
+    c.ensure_callable(fn, f"a function {form}(x, w, cache=None)")
     chapter = E.chapters()
     with E.isolated():
         for b, d, h, hd, dc, dr, seed in MLA_CASES:
@@ -208,10 +202,10 @@ def _check_mla(name: str, fn, form: str) -> None:
             x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
 
             def student(x_step, cache, w=w):
-                got = E.call_pure(name, fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
+                got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
                 if not isinstance(got, (tuple, list)) or len(got) != 2:
-                    raise E.fail_with(name, "mla_not_a_pair", got=E.shown(got))
-                E.expect_tensor_output(name, got[0], f"{form}'s output", (b, x_step.shape[1], d))
+                    raise c.bug("mla_not_a_pair", got=E.shown(got))
+                c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
                 return got
 
             what = (
@@ -219,14 +213,13 @@ def _check_mla(name: str, fn, form: str) -> None:
             )
             out, cache = student(x, None)
             ref, (latent, _) = mla_reference(x, w)
-            _check_cache(name, cache, what, b, 7, dc, dr, hd, h, latent)
+            _check_cache(c, cache, what, b, 7, dc, dr, hd, h, latent)
             candidates = [(bug, lambda s=s: mla_reference(x, w, **s)[0]) for bug, s in MLA_BUGS]
-            if not E.same(out.detach().cpu().double(), ref, atol=1e-4):
-                raise E.mismatch(name, out.detach().cpu().double(), ref, f"For {what}:", candidates)
+            c.compare(out.detach().cpu().double(), ref, f"For {what}:", candidates, atol=1e-4)
             stepwise, caches = _steps(student, x)
             for (lo, hi), cache in zip(STEPS, caches):
                 _check_cache(
-                    name,
+                    c,
                     cache,
                     f"the step with tokens {lo} to {hi - 1}",
                     b,
@@ -237,14 +230,12 @@ def _check_mla(name: str, fn, form: str) -> None:
                     h,
                     latent[:, :hi],
                 )
-            got = stepwise.detach().cpu().double()
-            if not E.same(got, ref, atol=1e-4):
-                steps = [
-                    (bug, lambda s=s: _steps(lambda xs, c, s=s: mla_reference(xs, w, c, **s), x)[0])
-                    for bug, s in MLA_BUGS
-                ]
-                where = f"For {what}, run step by step ({', '.join(f'{hi - lo}' for lo, hi in STEPS)} tokens) with the cache:"
-                raise E.mismatch(name, got, ref, where, steps)
+            steps = [
+                (bug, lambda s=s: _steps(lambda xs, k, s=s: mla_reference(xs, w, k, **s), x)[0])
+                for bug, s in MLA_BUGS
+            ]
+            where = f"For {what}, run step by step ({', '.join(f'{hi - lo}' for lo, hi in STEPS)} tokens) with the cache:"
+            c.compare(stepwise.detach().cpu().double(), ref, where, steps, atol=1e-4)
             names = [f.name for f in fields(w) if f.name.startswith("w_")]
             c0, c1 = (t.detach() for t in cache)
 
@@ -256,14 +247,13 @@ def _check_mla(name: str, fn, form: str) -> None:
 
             moved = [x[:, -1:], c0, c1, *(getattr(w, n) for n in names)]
             E.probe_device(
-                name,
+                c,
                 None,
                 moved,
                 f"For {what}, with x, w and the cache on another device:",
                 fn=rebuilt,
             )
-    E.passed(
-        name,
+    c.passed(
         f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
         "(3, 1, 2, 1 tokens), and caches the latent",
     )
@@ -272,13 +262,13 @@ def _check_mla(name: str, fn, form: str) -> None:
 def check_mla_attention(fn) -> None:
     """Check ``mla_attention(x, w, cache=None) -> (out, (latent, rope_keys))``."""
     __tracebackhide__ = True
-    _check_mla("check_mla_attention", fn, "mla_attention")
+    _check_mla(E.Check("check_mla_attention"), fn, "mla_attention")
 
 
 def check_mla_absorbed(fn) -> None:
     """Check ``mla_absorbed(x, w, cache=None)``: the same outputs and cache as MLA."""
     __tracebackhide__ = True
-    _check_mla("check_mla_absorbed", fn, "mla_absorbed")
+    _check_mla(E.Check("check_mla_absorbed"), fn, "mla_absorbed")
 
 
 # --------------------------------------------------------------------------- linear attention
@@ -371,58 +361,49 @@ def _inputs(b, h, n, dk, dv, seed, delta=False):
     return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
 
 
-def _check_state_use(name, fn, form, inputs, reference, bugs, split):
+def _check_state_use(c: E.Check, fn, form, inputs, reference, bugs, split):
     """Same texts twice from None (no leftover state), and in two calls handing the state along."""
     __tracebackhide__ = True
     what = f"{form} on two different batches, each with state=None"
     other = tuple(t.flip(2) for t in inputs)  # another batch of the same shapes
-    first = E.call_pure(name, fn, inputs, what=what)[0]
-    E.call_pure(name, fn, other, what=what)
-    again = E.call_pure(name, fn, inputs, what=what)[0]
+    first = c.call_pure(fn, inputs, what=what)[0]
+    c.call_pure(fn, other, what=what)
+    again = c.call_pure(fn, inputs, what=what)[0]
     if not E.same(first.detach(), again.detach(), atol=1e-6):
-        raise E.fail_with(name, "recurrence_state_not_reset", f"For {what}:")
+        raise c.bug("recurrence_state_not_reset", f"For {what}:")
     head = tuple(t[:, :, :split] for t in inputs)
     tail = tuple(t[:, :, split:] for t in inputs)
-    _, state = E.call_pure(name, fn, head, what=f"{form} on the first {split} tokens")
+    _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
     what = f"{form} on the remaining tokens with the state of the first {split}"
-    got = E.call(name, fn, *tail, state, what=what)[0].detach().cpu().double()
+    got = c.call(fn, *tail, state, what=what)[0].detach().cpu().double()
     ref_state = reference(*head)[1]
     expected = reference(*tail, ref_state)[0]
     if E.same(got, reference(*tail)[0], atol=1e-5) and not E.same(got, expected, atol=1e-5):
-        raise E.fail_with(name, "recurrence_state_ignored", f"For {what}:")
-    if not E.same(got, expected, atol=1e-5):
-        raise E.mismatch(
-            name,
-            got,
-            expected,
-            f"For {what}:",
-            [
-                (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0])
-                for bug, s in bugs
-            ],
-        )
+        raise c.bug("recurrence_state_ignored", f"For {what}:")
+    variants = [
+        (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0]) for bug, s in bugs
+    ]
+    c.compare(got, expected, f"For {what}:", variants)
 
 
-def _check_recurrence(name, fn, form, reference, bugs, delta=False):
+def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
     __tracebackhide__ = True
-    E.ensure_callable(name, fn, f"a function {form}")
+    c.ensure_callable(fn, f"a function {form}")
     with E.isolated():
         for b, h, n, dk, dv, seed in RECURRENT_CASES:
             inputs = _inputs(b, h, n, dk, dv, seed, delta)
             what = f"{form} with b={b}, h={h}, {n} tokens, dk={dk}, dv={dv}"
-            got = E.call_pure(name, fn, inputs, what=what)
+            got = c.call_pure(fn, inputs, what=what)
             if not isinstance(got, (tuple, list)) or len(got) != 2:
-                raise E.fail_with(name, "recurrence_not_a_pair", got=E.shown(got))
-            out = E.expect_tensor_output(name, got[0], what, (b, h, n, dv)).detach().cpu().double()
+                raise c.bug("recurrence_not_a_pair", got=E.shown(got))
+            out = c.expect_tensor_output(got[0], what, (b, h, n, dv)).detach().cpu().double()
             expected, state = reference(*inputs)
             if not E.same(out, expected, atol=1e-5):
-                again = E.call_pure(name, fn, inputs, what=what)[0].detach().cpu().double()
+                again = c.call_pure(fn, inputs, what=what)[0].detach().cpu().double()
                 if not E.same(again, out, atol=1e-6):  # a second call answers differently
-                    raise E.fail_with(
-                        name, "recurrence_state_not_reset", f"For {what}, called twice:"
-                    )
+                    raise c.bug("recurrence_state_not_reset", f"For {what}, called twice:")
                 candidates = [(bug, lambda s=s: reference(*inputs, **s)[0]) for bug, s in bugs]
-                raise E.mismatch(name, out, expected, f"For {what}:", candidates)
+                c.compare(out, expected, f"For {what}:", candidates)
             mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
             refs = state if isinstance(state, tuple) else (state,)
             if len(mine) != len(refs) or not all(
@@ -430,13 +411,10 @@ def _check_recurrence(name, fn, form, reference, bugs, delta=False):
                 for m, r in zip(mine, refs)
             ):
                 shapes = [tuple(r.shape) for r in refs]
-                raise E.fail_with(name, "recurrence_state_wrong", f"After {what}:", expected=shapes)
-            _check_state_use(name, fn, form, inputs, reference, bugs, split=n // 2)
-            E.probe_device(
-                name, None, list(inputs), f"For {what}, inputs on another device:", fn=fn
-            )
-    E.passed(
-        name,
+                raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
+            _check_state_use(c, fn, form, inputs, reference, bugs, split=n // 2)
+            E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
+    c.passed(
         f"right on {len(RECURRENT_CASES)} shapes, continues from a given state and keeps none between calls",
     )
 
@@ -445,39 +423,39 @@ def check_linear_attention_recurrent(fn) -> None:
     """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
     __tracebackhide__ = True
     form = "linear_attention_recurrent(q, k, v, state=None)"
-    _check_recurrence("check_linear_attention_recurrent", fn, form, linear_reference, LINEAR_BUGS)
+    c = E.Check("check_linear_attention_recurrent")
+    _check_recurrence(c, fn, form, linear_reference, LINEAR_BUGS)
 
 
 def check_gated_delta_rule(fn) -> None:
     """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
     __tracebackhide__ = True
-    form, name = "gated_delta_rule(q, k, v, alpha, beta, state=None)", "check_gated_delta_rule"
-    _check_recurrence(name, fn, form, delta_reference, DELTA_BUGS, delta=True)
+    form = "gated_delta_rule(q, k, v, alpha, beta, state=None)"
+    c = E.Check("check_gated_delta_rule")
+    _check_recurrence(c, fn, form, delta_reference, DELTA_BUGS, delta=True)
 
 
 def check_linear_attention_chunked(fn) -> None:
     """Check ``linear_attention_chunked(q, k, v, chunk)``: equal to the quadratic form for any chunk."""
     __tracebackhide__ = True
-    name = "check_linear_attention_chunked"
-    E.ensure_callable(name, fn, "a function linear_attention_chunked(q, k, v, chunk)")
+    c = E.Check("check_linear_attention_chunked")
+    c.ensure_callable(fn, "a function linear_attention_chunked(q, k, v, chunk)")
     with E.isolated():
         q, k, v = _inputs(2, 2, 10, 4, 3, 1301)
         expected = linear_reference(q, k, v)[0]
         for chunk in (3, 4, 1, 7, 10, 16):
             what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
-            got = E.call_pure(name, fn, (q, k, v), chunk, what=what)
-            got = E.expect_tensor_output(name, got, what, (2, 2, 10, 3)).detach().cpu().double()
-            if not E.same(got, expected, atol=1e-5):
-                candidates = [
-                    (bug, lambda s=s: linear_reference(q, k, v, chunk=chunk, **s)[0])
-                    for bug, s in CHUNK_BUGS
-                ]
-                raise E.mismatch(name, got, expected, f"For {what}:", candidates)
+            got = c.call_pure(fn, (q, k, v), chunk, what=what)
+            got = c.expect_tensor_output(got, what, (2, 2, 10, 3)).detach().cpu().double()
+            candidates = [
+                (bug, lambda s=s: linear_reference(q, k, v, chunk=chunk, **s)[0])
+                for bug, s in CHUNK_BUGS
+            ]
+            c.compare(got, expected, f"For {what}:", candidates)
         E.probe_device(
-            name, None, [q, k, v], "For chunk=4, inputs on another device:", fn=lambda *t: fn(*t, 4)
+            c, None, [q, k, v], "For chunk=4, inputs on another device:", fn=lambda *t: fn(*t, 4)
         )
-    E.passed(
-        name,
+    c.passed(
         "equals the quadratic form for chunks of 1, 3, 4, 7, 10 and 16 tokens (10 tokens in all)",
     )
 
