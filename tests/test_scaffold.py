@@ -1,9 +1,9 @@
 """`make chapter` scaffolds a chapter that the house accepts: built from nothing in a throwaway copy.
 
-The copy gets ``python -m tools.scaffold 11 temperature`` (what ``make chapter NN=11 NAME=temperature``
-runs), then ``make exercises`` and ``make solutions`` for that notebook, then the house tests and a
-strict nbval of the new notebook. Adding the chapter must create at most 7 hand-written files and
-edit none; everything else it changes must be generated.
+The copy gets ``python -m tools.scaffold NN temperature``, NN the first free chapter number
+(what ``make chapter NN=.. NAME=temperature`` runs), then ``make exercises`` and ``make solutions``
+for that notebook, then the house tests and a strict nbval of the new notebook. Adding the chapter
+must create at most 7 hand-written files and edit none; everything else it changes must be generated.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NN = f"{max(int(p.name[:2]) for p in (ROOT / 'solutions').glob('[0-9][0-9]_*.ipynb')) + 1:02d}"
 HOUSE_TESTS = [
-    "tests/ch11",
+    f"tests/ch{NN}",
     "tests/test_house.py",
     "tests/test_core.py",
     "tests/test_mistake_catalogue.py",
@@ -32,8 +33,8 @@ GENERATED = (
     "notebooks/",
     "figures/",
     "course_utils/chapters/__init__.py",
-    "course_utils/chapters/ch11/__init__.py",
-    "solutions/11_temperature.ipynb",  # its nbgrader metadata, attachments and outputs
+    f"course_utils/chapters/ch{NN}/__init__.py",
+    f"solutions/{NN}_temperature.ipynb",  # its nbgrader metadata, attachments and outputs
     "README.md",  # its generated listings (checked below: nothing else changed)
 )
 
@@ -72,25 +73,25 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
             shutil.copy2(ROOT / rel, copy / rel)
     before = _snapshot(copy)
 
-    _run(copy, "-m", "tools.scaffold", "11", "temperature")
+    _run(copy, "-m", "tools.scaffold", NN, "temperature")
     scaffolded = _snapshot(copy)
     created = sorted(set(scaffolded) - set(before))
     edited = sorted(k for k in before if scaffolded.get(k) != before[k])
     assert len(created) <= 7 and edited == [], (created, edited)
 
     _run(copy, "-m", "tools.nbtools", "exercises")
-    _run(copy, "-m", "tools.nbtools", "execute", "solutions/11_temperature.ipynb")
+    _run(copy, "-m", "tools.nbtools", "execute", f"solutions/{NN}_temperature.ipynb")
     built = _snapshot(copy)
     changed = sorted(k for k in built if scaffolded.get(k) != built[k])
     assert [k for k in changed if not k.startswith(GENERATED)] == [], changed
     readme = (copy / "README.md").read_text(encoding="utf-8")
     row = (
-        "| 11 | [Temperature](notebooks/11_temperature.ipynb) | temperature: one exercise and its "
-        "self-check | temperature explorer |\n"
+        f"| {NN} | [Temperature](notebooks/{NN}_temperature.ipynb) | temperature: one exercise and "
+        "its self-check | temperature explorer |\n"
     )
-    assert "| 11_temperature | 1 | 2 |" in readme and row in readme
+    assert f"| {NN}_temperature | 1 | 2 |" in readme and row in readme
     old = (ROOT / "README.md").read_text(encoding="utf-8")
-    grown = readme.replace("| 11_temperature | 1 | 2 |\n", "").replace(row, "")
+    grown = readme.replace(f"| {NN}_temperature | 1 | 2 |\n", "").replace(row, "")
     assert grown == old  # only the listings grew: the points table and the chapter table
 
     _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *HOUSE_TESTS, timeout=900)
@@ -105,5 +106,5 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
         "--nbval-current-env",
         "--nbval-sanitize-with",
         "tests/nbval_sanitize.cfg",
-        "solutions/11_temperature.ipynb",
+        f"solutions/{NN}_temperature.ipynb",
     )

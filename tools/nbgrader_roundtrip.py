@@ -93,6 +93,12 @@ BUGS = {
         "return causal.expand_as(same_doc)  # (b, n, n)",
         "packed_leaks_across_documents",
     ),
+    "ch11": Bug(
+        "ch11_kv_cache_bytes",
+        "per_token = 2 * layout.kv_heads * layout.head_dim",
+        "per_token = layout.kv_heads * layout.head_dim",
+        "kv_values_forgotten",
+    ),
 }
 """One bug per chapter. A chapter without an entry gets its first exercise put back to the stub."""
 

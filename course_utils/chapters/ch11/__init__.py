@@ -1,0 +1,229 @@
+"""Code taught by chapter 11, exported from its `#| export` cells.
+
+Generated from solutions/11_past_the_kv_wall.ipynb by `make exercises`; do not edit: edit the notebook.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..ch09 import apply_rope, sliding_window_mask
+
+__all__ = [
+    "KVLayout", "PUBLISHED", "kv_cache_bytes", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
+    "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
+    "gated_delta_rule",
+]
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """What a model keeps in its KV cache, enough to count the bytes.
+
+    layers: attention layers; kv_heads, head_dim: the key/value heads and their width;
+    window: tokens a windowed cache keeps (None: no window); windowed_caches: how many of the
+    caches are windowed (the others keep every token); latent_dim, rope_dim: MLA caches one
+    latent of latent_dim numbers and one shared rotary key of rope_dim numbers per token
+    (latent_dim 0: keys and values are cached); layers_per_cache: layers that read one cache.
+    """
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    window: int | None = None
+    windowed_caches: int = 0
+    latent_dim: int = 0
+    rope_dim: int = 0
+    layers_per_cache: int = 1
+
+    def __post_init__(self):
+        for name in ("layers", "kv_heads", "head_dim", "layers_per_cache"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}.")
+        if self.layers % self.layers_per_cache:
+            raise ValueError(
+                f"layers_per_cache={self.layers_per_cache} must divide layers={self.layers}."
+            )
+        caches = self.layers // self.layers_per_cache
+        if not 0 <= self.windowed_caches <= caches:
+            raise ValueError(f"windowed_caches must lie in 0..{caches}, got {self.windowed_caches!r}.")
+        if (self.window is None) != (self.windowed_caches == 0):
+            raise ValueError("give a window exactly when some caches are windowed (windowed_caches > 0).")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window must be a positive int or None, got {self.window!r}.")
+        if self.latent_dim < 0 or self.rope_dim < 0 or (self.rope_dim and not self.latent_dim):
+            raise ValueError("latent_dim and rope_dim must be >= 0, and rope_dim needs a latent.")
+
+
+PUBLISHED = {
+    "GPT-2 small": KVLayout(layers=12, kv_heads=12, head_dim=64),
+    "Llama 3 8B": KVLayout(layers=32, kv_heads=8, head_dim=128),
+    "Mistral 7B": KVLayout(layers=32, kv_heads=8, head_dim=128, window=4096, windowed_caches=32),
+    "Gemma 3 1B": KVLayout(layers=26, kv_heads=1, head_dim=256, window=512, windowed_caches=22),
+    "Qwen3 8B": KVLayout(layers=36, kv_heads=8, head_dim=128),
+    "DeepSeek-V3": KVLayout(layers=61, kv_heads=128, head_dim=128, latent_dim=512, rope_dim=64),
+}
+
+
+def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
+    """Bytes held by the KV cache of `batch` texts of `context` tokens under `layout`."""
+    caches = layout.layers // layout.layers_per_cache
+    if layout.latent_dim:
+        per_token = layout.latent_dim + layout.rope_dim  # one latent and one rotary key
+    else:
+        per_token = 2 * layout.kv_heads * layout.head_dim  # a key and a value per key/value head
+    windowed = layout.windowed_caches
+    tokens = windowed * min(context, layout.window or context) + (caches - windowed) * context
+    return batch * tokens * per_token * bytes_per_value
+
+
+@dataclass
+class MLAWeights:
+    """One MLA layer's projections, each (out, in) like nn.Linear.weight."""
+
+    w_q: torch.Tensor  # queries without rotation, h * hd rows by d
+    w_qr: torch.Tensor  # rotary queries, one per head, h * dr by d
+    w_dkv: torch.Tensor  # down to the latent, dc by d
+    w_kr: torch.Tensor  # the one rotary key all heads share, dr by d
+    w_uk: torch.Tensor  # latent up to every head's key, h * hd by dc
+    w_uv: torch.Tensor  # latent up to every head's value, h * hd by dc
+    w_o: torch.Tensor  # heads back to the model width, d by h * hd
+    heads: int
+    head_dim: int
+    rope_dim: int
+
+    def to(self, *args, **kwargs):
+        """A copy with every weight moved or cast like Tensor.to (device and/or dtype)."""
+        moved = {k: v.to(*args, **kwargs) if torch.is_tensor(v) else v for k, v in vars(self).items()}
+        return MLAWeights(**moved)
+
+
+def mla_weights(d, heads, head_dim, latent_dim, rope_dim, seed=0):
+    """Random MLA weights from their own generator, uniform in +-1/sqrt(fan_in) like nn.Linear."""
+    for value, name in ((d, "d"), (heads, "heads"), (head_dim, "head_dim"), (latent_dim, "latent_dim")):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}.")
+    if not isinstance(rope_dim, int) or rope_dim < 2 or rope_dim % 2:
+        raise ValueError(f"rope_dim must be an even int >= 2 (RoPE turns pairs), got {rope_dim!r}.")
+    draws = torch.Generator().manual_seed(seed)
+
+    def linear(n_out, n_in):
+        return (torch.rand(n_out, n_in, generator=draws) * 2 - 1) / n_in**0.5  # (n_out, n_in)
+
+    return MLAWeights(
+        w_q=linear(heads * head_dim, d), w_qr=linear(heads * rope_dim, d),
+        w_dkv=linear(latent_dim, d), w_kr=linear(rope_dim, d),
+        w_uk=linear(heads * head_dim, latent_dim), w_uv=linear(heads * head_dim, latent_dim),
+        w_o=linear(d, heads * head_dim), heads=heads, head_dim=head_dim, rope_dim=rope_dim,
+    )
+
+
+def mla_attention(x, w, cache=None):
+    """MLA, the naive way: rebuild every head's key and value from the cached latent."""
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    start = 0 if cache is None else cache[0].shape[1]
+    positions = torch.arange(start, start + n, device=x.device)  # (n,)
+    latent = x @ w.w_dkv.T  # (b, n, dc)
+    rope_keys = apply_rope(x @ w.w_kr.T, positions)  # (b, n, dr)
+    if cache is not None:
+        latent = torch.cat([cache[0], latent], dim=1)  # (b, N, dc)
+        rope_keys = torch.cat([cache[1], rope_keys], dim=1)  # (b, N, dr)
+    N = latent.shape[1]
+    q = (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
+    q_rope = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    k = (latent @ w.w_uk.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
+    v = (latent @ w.w_uv.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
+    scores = (q @ k.mT + q_rope @ rope_keys[:, None].mT) / math.sqrt(hd + dr)  # (b, h, n, N)
+    allowed = sliding_window_mask(n, N, N, device=x.device)  # (n, N)
+    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)  # (b, h, n, N)
+    context = (weights @ v).transpose(1, 2).reshape(b, n, h * hd)  # (b, n, h * hd)
+    return context @ w.w_o.T, (latent, rope_keys)
+
+
+def mla_absorbed(x, w, cache=None):
+    """MLA with W_uk absorbed into the query and W_uv applied after the weighting."""
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    start = 0 if cache is None else cache[0].shape[1]
+    positions = torch.arange(start, start + n, device=x.device)  # (n,)
+    latent = x @ w.w_dkv.T  # (b, n, dc)
+    rope_keys = apply_rope(x @ w.w_kr.T, positions)  # (b, n, dr)
+    if cache is not None:
+        latent = torch.cat([cache[0], latent], dim=1)  # (b, N, dc)
+        rope_keys = torch.cat([cache[1], rope_keys], dim=1)  # (b, N, dr)
+    N, dc = latent.shape[1], latent.shape[2]
+    q = (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
+    q_rope = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    q_lat = q @ w.w_uk.view(h, hd, dc)  # (b, h, n, dc): the query moved into the latent space
+    scores = (q_lat @ latent[:, None].mT + q_rope @ rope_keys[:, None].mT) / math.sqrt(hd + dr)  # (b, h, n, N)
+    allowed = sliding_window_mask(n, N, N, device=x.device)  # (n, N)
+    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)  # (b, h, n, N)
+    mixed = weights @ latent[:, None]  # (b, h, n, dc): weighted latents
+    context = mixed @ w.w_uv.view(h, hd, dc).mT  # (b, h, n, hd)
+    return context.transpose(1, 2).reshape(b, n, h * hd) @ w.w_o.T, (latent, rope_keys)
+
+
+def feature_map(x):
+    """elu(x) + 1: positive features, so every weight and every normaliser is > 0."""
+    return F.elu(x) + 1
+
+
+def linear_attention_quadratic(q, k, v):
+    """(b, h, n, dk), (b, h, n, dk), (b, h, n, dv) -> (b, h, n, dv): causal, through an (n, n) matrix."""
+    scores = (feature_map(q) @ feature_map(k).mT).tril()  # (b, h, n, n): the future set to 0
+    return (scores @ v) / scores.sum(dim=-1, keepdim=True)  # (b, h, n, dv)
+
+
+def linear_attention_recurrent(q, k, v, state=None):
+    """Causal linear attention one token at a time; returns (out, (S, z))."""
+    b, h, n, dk = q.shape
+    fq, fk = feature_map(q), feature_map(k)  # (b, h, n, dk) each
+    if state is None:
+        S = q.new_zeros(b, h, dk, v.shape[-1])  # (b, h, dk, dv)
+        z = q.new_zeros(b, h, dk)  # (b, h, dk)
+    else:
+        S, z = state
+    outs = []
+    for t in range(n):
+        S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]  # (b, h, dk, dv): + phi(k_t) v_t^T
+        z = z + fk[:, :, t]  # (b, h, dk)
+        top = (fq[:, :, t, None, :] @ S).squeeze(-2)  # (b, h, dv)
+        outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True))
+    return torch.stack(outs, dim=2), (S, z)
+
+
+def linear_attention_chunked(q, k, v, chunk):
+    """Causal linear attention in chunks: quadratic inside a chunk, a carried state between chunks."""
+    b, h, n, dk = q.shape
+    fq, fk = feature_map(q), feature_map(k)  # (b, h, n, dk) each
+    S = q.new_zeros(b, h, dk, v.shape[-1])  # (b, h, dk, dv): the chunks so far
+    z = q.new_zeros(b, h, dk)  # (b, h, dk)
+    outs = []
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]  # (b, h, c, dk|dv)
+        scores = (cq @ ck.mT).tril()  # (b, h, c, c)
+        top = scores @ cv + cq @ S  # (b, h, c, dv)
+        bottom = scores.sum(-1, keepdim=True) + (cq @ z[..., None])  # (b, h, c, 1)
+        outs.append(top / bottom)
+        S = S + ck.mT @ cv  # (b, h, dk, dv)
+        z = z + ck.sum(dim=2)  # (b, h, dk)
+    return torch.cat(outs, dim=2)  # (b, h, n, dv)
+
+
+def gated_delta_rule(q, k, v, alpha, beta, state=None):
+    """Gated DeltaNet's recurrence: decay by alpha, move S k towards v by beta, read S q."""
+    b, h, n, dk = k.shape
+    S = k.new_zeros(b, h, v.shape[-1], dk) if state is None else state  # (b, h, dv, dk)
+    outs = []
+    for t in range(n):
+        kt, vt = k[:, :, t], v[:, :, t]  # (b, h, dk), (b, h, dv)
+        S = alpha[:, :, t, None, None] * S  # (b, h, dv, dk): decay
+        error = vt - (S @ kt[..., None]).squeeze(-1)  # (b, h, dv): what S gets wrong for k_t
+        S = S + beta[:, :, t, None, None] * error[..., None] * kt[:, :, None, :]  # (b, h, dv, dk)
+        outs.append((S @ q[:, :, t, :, None]).squeeze(-1))
+    return torch.stack(outs, dim=2), S

@@ -1,0 +1,470 @@
+"""Self-checks for chapter 11: the KV-cache byte count, MLA with a latent cache, its absorbed form.
+
+Each reference below is one small function whose keyword switches default to the right
+computation; every other switch value reproduces a catalogued mistake (``mistakes.txt`` beside this
+file), so a wrong answer is named by finding the switch that reproduces it on every case.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.checks import _engine as E
+
+# --------------------------------------------------------------------------- kv_cache_bytes
+BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
+
+
+def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
+    """The bytes of ``batch`` caches of ``context`` tokens. A switch of BYTES_BUGS reproduces a slip
+    (values, window, rope_key, sharing, per_text default to True, the others to False)."""
+    on = {**dict.fromkeys(BYTES_ON, True), **slip}
+    values, window, rope_key, sharing, per_text, window_all, latent_per_head, latent_twice = (
+        on.get(k, False) for k in (*BYTES_ON, "window_all", "latent_per_head", "latent_twice")
+    )
+    caches = layout.layers // (layout.layers_per_cache if sharing else 1)
+    if layout.latent_dim:
+        per_token = layout.latent_dim + (layout.rope_dim if rope_key else 0)
+        per_token *= (2 if latent_twice else 1) * (layout.kv_heads if latent_per_head else 1)
+    else:
+        per_token = (2 if values else 1) * layout.kv_heads * layout.head_dim
+    windowed = caches if (window_all and layout.window) else min(layout.windowed_caches, caches)
+    held = min(context, layout.window) if (window and layout.window) else context
+    tokens = windowed * held + (caches - windowed) * context
+    return (batch if per_text else 1) * tokens * per_token * bytes_per_value
+
+
+BYTES_BUGS = (
+    ("kv_values_forgotten", {"values": False}),
+    ("kv_window_ignored", {"window": False}),
+    ("kv_window_everywhere", {"window_all": True}),
+    ("kv_latent_per_head", {"latent_per_head": True}),
+    ("kv_latent_twice", {"latent_twice": True}),
+    ("kv_rope_key_forgotten", {"rope_key": False}),
+    ("kv_sharing_ignored", {"sharing": False}),
+    ("kv_batch_ignored", {"per_text": False}),
+)
+
+
+def _byte_cases():
+    """(layout name, layout, context, batch, bytes_per_value): every published layout, a shared
+    and a shared-and-windowed one, contexts inside and beyond the windows."""
+    chapter = E.chapters()
+    layouts = dict(chapter.PUBLISHED)
+    layouts["12 layers, pairs share"] = chapter.KVLayout(12, 4, 64, layers_per_cache=2)
+    layouts["12 layers, pairs share, windows"] = chapter.KVLayout(
+        12, 4, 64, window=256, windowed_caches=4, layers_per_cache=2
+    )
+    layouts["MLA, 4 kv heads, shared"] = chapter.KVLayout(
+        8, 4, 32, latent_dim=48, rope_dim=16, layers_per_cache=4
+    )
+    contexts = ((1, 1, 2), (300, 3, 2), (5_000, 2, 1), (131_072, 4, 4))
+    return [(name, lay, *c) for name, lay in layouts.items() for c in contexts]
+
+
+def _as_int(got) -> int | None:
+    """An integral number (int, integral float or one-element tensor) as an int, else None."""
+    if isinstance(got, torch.Tensor) and got.numel() == 1:
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return None
+    return int(got) if float(got).is_integer() else None
+
+
+def check_kv_cache_bytes(fn) -> None:
+    """Check ``kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)``: the cache's bytes."""
+    __tracebackhide__ = True
+    c = E.Check("check_kv_cache_bytes")
+    c.ensure_callable(fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)")
+    with E.isolated():
+        cases, answers = _byte_cases(), []
+        for label, layout, context, batch, size in cases:
+            what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
+            got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
+            number = _as_int(got)
+            if number is None:
+                raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
+            answers.append((what, number, layout, context, batch, size))
+        wrong = [a for a in answers if a[1] != cache_bytes(*a[2:])]
+        if not wrong:
+            c.passed(
+                f"right on {len(cases)} cases: the six published layouts, sharing, "
+                "windows and a latent, at contexts from 1 to 131,072 tokens",
+            )
+            return
+        for bug, switch in BYTES_BUGS:  # the slip that reproduces every answer
+            if all(number == cache_bytes(*rest, **switch) for _, number, *rest in answers):
+                what, number, *rest = wrong[0]
+                raise c.bug(bug, f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}.")
+        what, number, *rest = wrong[0]
+        raise c.bug(
+            "kv_count_wrong", f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
+        )
+
+
+# --------------------------------------------------------------------------- MLA
+def mla_reference(x, w, cache=None, **slip):
+    """MLA in float64 on the CPU, naive form, returning (out, (latent, rope_keys)).
+
+    swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
+    transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
+    scale_rope (default True), restart, top_left, no_rope: see MLA_BUGS."""
+    on = {"scale_rope": True, **slip}.get
+    scale_rope, restart, top_left, no_rope, swap, transposed = (
+        on(k, False) for k in ("scale_rope", "restart", "top_left", "no_rope", "swap", "transposed")
+    )
+    rope = E.chapters().apply_rope
+    x = x.detach().cpu().double()
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    W = {
+        f.name: getattr(w, f.name).detach().cpu().double()
+        for f in fields(w)
+        if f.name.startswith("w_")
+    }
+    start = 0 if cache is None else cache[0].shape[1]
+    positions = torch.arange(n) + (0 if restart else start)  # (n,)
+    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
+    if cache is not None:
+        latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
+    N, dc = latent.shape[1:]
+    w_k, w_v = (W["w_uv"], W["w_uk"]) if swap else (W["w_uk"], W["w_uv"])
+    if transposed:
+        k, v = (latent[:, None] @ m.view(h, dc, hd) for m in (w_k, w_v))  # (b, h, N, hd) each
+    else:
+        k, v = ((latent @ m.T).view(b, N, h, hd).transpose(1, 2) for m in (w_k, w_v))
+    q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
+    q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    scores = q @ k.mT + (0 if no_rope else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
+    scores = scores / math.sqrt(hd + dr if scale_rope else hd)
+    first = 0 if top_left else N - n
+    allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
+    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
+    out = (weights @ v).transpose(1, 2).reshape(b, n, h * hd) @ W["w_o"].T  # (b, n, d)
+    return out, (latent, rope_keys)
+
+
+MLA_BUGS = (
+    ("mla_absorbed_wrong_side", {"swap": True}),
+    ("mla_head_blocks_transposed", {"transposed": True}),
+    ("mla_rope_part_missing", {"no_rope": True}),
+    ("mla_scale_without_rope", {"scale_rope": False}),
+    ("mla_positions_restart", {"restart": True}),
+    ("mla_cache_mask_top_left", {"top_left": True}),
+)
+# (batch, d, heads, head_dim, latent, rope_dim, seed); the second has head_dim == latent width
+MLA_CASES = ((2, 16, 4, 8, 6, 4, 1101), (1, 12, 3, 4, 4, 2, 1102), (2, 20, 2, 6, 10, 6, 1103))
+STEPS = ((0, 3), (3, 4), (4, 6), (6, 7))  # a prompt of 3, then 1, 2 and 1 new tokens
+
+
+def _steps(run, x):
+    """Outputs of run(x_step, cache) over STEPS, joined, and the caches handed along."""
+    cache, outs, caches = None, [], []
+    for lo, hi in STEPS:
+        out, cache = run(x[:, lo:hi], cache)
+        outs.append(out)
+        caches.append(cache)
+    return torch.cat(outs, dim=1), caches
+
+
+def _check_cache(c: E.Check, cache, what, b, N, dc, dr, hd, h, latent) -> None:
+    """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
+    ok_pair = isinstance(cache, (tuple, list)) and len(cache) == 2
+    if ok_pair and all(isinstance(t, torch.Tensor) for t in cache):
+        lat, r = cache
+        if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or (lat.shape[-1] == hd != dc):
+            raise c.bug(
+                "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
+            )
+        if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+            if not E.same(lat.detach().cpu().double(), latent, atol=1e-4):
+                raise c.bug("mla_cache_not_latent", f"After {what}:")
+            return
+    raise c.bug(
+        "mla_cache_shape",
+        f"After {what}:",
+        got=E.shown(cache),
+        expected=f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))",
+    )
+
+
+def _check_mla(c: E.Check, fn, form: str) -> None:
+    __tracebackhide__ = True
+    c.ensure_callable(fn, f"a function {form}(x, w, cache=None)")
+    chapter = E.chapters()
+    with E.isolated():
+        for b, d, h, hd, dc, dr, seed in MLA_CASES:
+            w = chapter.mla_weights(d, h, hd, dc, dr, seed=seed)
+            x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
+
+            def student(x_step, cache, w=w):
+                got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
+                if not isinstance(got, (tuple, list)) or len(got) != 2:
+                    raise c.bug("mla_not_a_pair", got=E.shown(got))
+                c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
+                return got
+
+            what = (
+                f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}, latent {dc}, rope {dr}"
+            )
+            out, cache = student(x, None)
+            ref, (latent, _) = mla_reference(x, w)
+            _check_cache(c, cache, what, b, 7, dc, dr, hd, h, latent)
+            candidates = [(bug, lambda s=s: mla_reference(x, w, **s)[0]) for bug, s in MLA_BUGS]
+            c.compare(out.detach().cpu().double(), ref, f"For {what}:", candidates, atol=1e-4)
+            stepwise, caches = _steps(student, x)
+            for (lo, hi), cache in zip(STEPS, caches):
+                _check_cache(
+                    c,
+                    cache,
+                    f"the step with tokens {lo} to {hi - 1}",
+                    b,
+                    hi,
+                    dc,
+                    dr,
+                    hd,
+                    h,
+                    latent[:, :hi],
+                )
+            steps = [
+                (bug, lambda s=s: _steps(lambda xs, k, s=s: mla_reference(xs, w, k, **s), x)[0])
+                for bug, s in MLA_BUGS
+            ]
+            where = f"For {what}, run step by step ({', '.join(f'{hi - lo}' for lo, hi in STEPS)} tokens) with the cache:"
+            c.compare(stepwise.detach().cpu().double(), ref, where, steps, atol=1e-4)
+            names = [f.name for f in fields(w) if f.name.startswith("w_")]
+            c0, c1 = (t.detach() for t in cache)
+
+            def rebuilt(x_new, c0, c1, *tensors, w=w):
+                parts = dict(
+                    zip(names, tensors), heads=w.heads, head_dim=w.head_dim, rope_dim=w.rope_dim
+                )
+                return fn(x_new, type(w)(**parts), (c0, c1))
+
+            moved = [x[:, -1:], c0, c1, *(getattr(w, n) for n in names)]
+            E.probe_device(
+                c,
+                None,
+                moved,
+                f"For {what}, with x, w and the cache on another device:",
+                fn=rebuilt,
+            )
+    c.passed(
+        f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
+        "(3, 1, 2, 1 tokens), and caches the latent",
+    )
+
+
+def check_mla_attention(fn) -> None:
+    """Check ``mla_attention(x, w, cache=None) -> (out, (latent, rope_keys))``."""
+    __tracebackhide__ = True
+    _check_mla(E.Check("check_mla_attention"), fn, "mla_attention")
+
+
+def check_mla_absorbed(fn) -> None:
+    """Check ``mla_absorbed(x, w, cache=None)``: the same outputs and cache as MLA."""
+    __tracebackhide__ = True
+    _check_mla(E.Check("check_mla_absorbed"), fn, "mla_absorbed")
+
+
+# --------------------------------------------------------------------------- linear attention
+def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
+    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one chunk per
+    token, i.e. the recurrence); returns (out, (S, z)). Switches (False unless given): norm=False,
+    before, strict, state_first, boundary_twice reproduce the slips of LINEAR_BUGS and CHUNK_BUGS."""
+    norm, before, strict, state_first, boundary_twice = (
+        slip.get(key, key == "norm")
+        for key in ("norm", "before", "strict", "state_first", "boundary_twice")
+    )
+    fq, fk = (F.elu(t.detach().cpu().double()) + 1 for t in (q, k))
+    v = v.detach().cpu().double()
+    b, h, n, dk = fq.shape
+    S, z = (torch.zeros(b, h, dk, v.shape[-1]), torch.zeros(b, h, dk)) if state is None else state
+    S, z, outs, c = S.double(), z.double(), [], chunk or 1
+    for lo in range(0, n, c):
+        hi = min(lo + c, n)
+        cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
+        grown = (S + ck.mT @ cv, z + ck.sum(2)) if state_first else (S, z)
+        scores = (cq @ ck.mT).tril(-1 if strict or before else 0)
+        if state_first:
+            scores = scores * 0
+        top, bottom = (
+            scores @ cv + cq @ grown[0],
+            scores.sum(-1, keepdim=True) + cq @ grown[1][..., None],
+        )
+        outs.append(top / bottom if norm else top)
+        end = min(hi + 1, n) if boundary_twice else hi
+        S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
+    return torch.cat(outs, 2), (S, z)
+
+
+def delta_reference(q, k, v, alpha, beta, state=None, **slip):
+    """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
+    Switches (False unless given) reproduce DELTA_BUGS."""
+    gate_on_write, erase_ungated, no_erase, before, transposed, no_gate = (
+        slip.get(key, False)
+        for key in ("gate_on_write", "erase_ungated", "no_erase", "before", "transposed", "no_gate")
+    )
+    q, k, v, alpha, beta = (t.detach().cpu().double() for t in (q, k, v, alpha, beta))
+    b, h, n, dk = k.shape
+    S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
+    outs = []
+    for t in range(n):
+        kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
+        a = 1.0 if no_gate else alpha[:, :, t, None, None]
+        read = S
+        decayed = S if gate_on_write else a * S
+        error = vt - ((S if erase_ungated else decayed) @ kt[..., None]).squeeze(-1)
+        write = vt if no_erase else error
+        outer = (
+            kt[..., None] * write[:, :, None, :]
+            if transposed
+            else write[..., None] * kt[:, :, None, :]
+        )
+        S = a * (S + bt * outer) if gate_on_write else decayed + bt * outer
+        outs.append(((read if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+    return torch.stack(outs, 2), S
+
+
+LINEAR_BUGS = (
+    ("linear_no_normaliser", {"norm": False}),
+    ("linear_reads_before_write", {"before": True}),
+)
+CHUNK_BUGS = (
+    ("linear_no_normaliser", {"norm": False}),
+    ("chunk_diagonal_dropped", {"strict": True}),
+    ("chunk_state_includes_chunk", {"state_first": True}),
+    ("chunk_boundary_counted_twice", {"boundary_twice": True}),
+)
+DELTA_BUGS = (
+    ("delta_gate_on_write", {"gate_on_write": True}),
+    ("delta_erase_ungated", {"erase_ungated": True}),
+    ("delta_no_erase", {"no_erase": True}),
+    ("delta_reads_before_write", {"before": True}),
+    ("delta_outer_transposed", {"transposed": True}),
+    ("delta_gate_ignored", {"no_gate": True}),
+)
+# (b, h, n, dk, dv, seed); the first has dk == dv, so that a transposed state runs and is named
+RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2, 1202))
+
+
+def _inputs(b, h, n, dk, dv, seed, delta=False):
+    q, k, v = (E.randn(b, h, n, w, seed=seed + i) for i, w in enumerate((dk, dk, dv)))
+    if not delta:
+        return (q, k, v)
+    k = k / k.norm(dim=-1, keepdim=True)  # unit-length keys
+    gates = torch.rand(2, b, h, n, generator=E.generator(seed + 3))
+    return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
+
+
+def _check_state_use(c: E.Check, fn, form, inputs, reference, bugs, split):
+    """Same texts twice from None (no leftover state), and in two calls handing the state along."""
+    __tracebackhide__ = True
+    what = f"{form} on two different batches, each with state=None"
+    other = tuple(t.flip(2) for t in inputs)  # another batch of the same shapes
+    first = c.call_pure(fn, inputs, what=what)[0]
+    c.call_pure(fn, other, what=what)
+    again = c.call_pure(fn, inputs, what=what)[0]
+    if not E.same(first.detach(), again.detach(), atol=1e-6):
+        raise c.bug("recurrence_state_not_reset", f"For {what}:")
+    head = tuple(t[:, :, :split] for t in inputs)
+    tail = tuple(t[:, :, split:] for t in inputs)
+    _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
+    what = f"{form} on the remaining tokens with the state of the first {split}"
+    got = c.call(fn, *tail, state, what=what)[0].detach().cpu().double()
+    ref_state = reference(*head)[1]
+    expected = reference(*tail, ref_state)[0]
+    if E.same(got, reference(*tail)[0], atol=1e-5) and not E.same(got, expected, atol=1e-5):
+        raise c.bug("recurrence_state_ignored", f"For {what}:")
+    variants = [
+        (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0]) for bug, s in bugs
+    ]
+    c.compare(got, expected, f"For {what}:", variants)
+
+
+def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
+    __tracebackhide__ = True
+    c.ensure_callable(fn, f"a function {form}")
+    with E.isolated():
+        for b, h, n, dk, dv, seed in RECURRENT_CASES:
+            inputs = _inputs(b, h, n, dk, dv, seed, delta)
+            what = f"{form} with b={b}, h={h}, {n} tokens, dk={dk}, dv={dv}"
+            got = c.call_pure(fn, inputs, what=what)
+            if not isinstance(got, (tuple, list)) or len(got) != 2:
+                raise c.bug("recurrence_not_a_pair", got=E.shown(got))
+            out = c.expect_tensor_output(got[0], what, (b, h, n, dv)).detach().cpu().double()
+            expected, state = reference(*inputs)
+            if not E.same(out, expected, atol=1e-5):
+                again = c.call_pure(fn, inputs, what=what)[0].detach().cpu().double()
+                if not E.same(again, out, atol=1e-6):  # a second call answers differently
+                    raise c.bug("recurrence_state_not_reset", f"For {what}, called twice:")
+                candidates = [(bug, lambda s=s: reference(*inputs, **s)[0]) for bug, s in bugs]
+                c.compare(out, expected, f"For {what}:", candidates)
+            mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
+            refs = state if isinstance(state, tuple) else (state,)
+            if len(mine) != len(refs) or not all(
+                isinstance(m, torch.Tensor) and E.same(m.detach().cpu().double(), r, atol=1e-5)
+                for m, r in zip(mine, refs)
+            ):
+                shapes = [tuple(r.shape) for r in refs]
+                raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
+            _check_state_use(c, fn, form, inputs, reference, bugs, split=n // 2)
+            E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
+    c.passed(
+        f"right on {len(RECURRENT_CASES)} shapes, continues from a given state and keeps none between calls",
+    )
+
+
+def check_linear_attention_recurrent(fn) -> None:
+    """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
+    __tracebackhide__ = True
+    form = "linear_attention_recurrent(q, k, v, state=None)"
+    c = E.Check("check_linear_attention_recurrent")
+    _check_recurrence(c, fn, form, linear_reference, LINEAR_BUGS)
+
+
+def check_gated_delta_rule(fn) -> None:
+    """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
+    __tracebackhide__ = True
+    form = "gated_delta_rule(q, k, v, alpha, beta, state=None)"
+    c = E.Check("check_gated_delta_rule")
+    _check_recurrence(c, fn, form, delta_reference, DELTA_BUGS, delta=True)
+
+
+def check_linear_attention_chunked(fn) -> None:
+    """Check ``linear_attention_chunked(q, k, v, chunk)``: equal to the quadratic form for any chunk."""
+    __tracebackhide__ = True
+    c = E.Check("check_linear_attention_chunked")
+    c.ensure_callable(fn, "a function linear_attention_chunked(q, k, v, chunk)")
+    with E.isolated():
+        q, k, v = _inputs(2, 2, 10, 4, 3, 1301)
+        expected = linear_reference(q, k, v)[0]
+        for chunk in (3, 4, 1, 7, 10, 16):
+            what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
+            got = c.call_pure(fn, (q, k, v), chunk, what=what)
+            got = c.expect_tensor_output(got, what, (2, 2, 10, 3)).detach().cpu().double()
+            candidates = [
+                (bug, lambda s=s: linear_reference(q, k, v, chunk=chunk, **s)[0])
+                for bug, s in CHUNK_BUGS
+            ]
+            c.compare(got, expected, f"For {what}:", candidates)
+        E.probe_device(
+            c, None, [q, k, v], "For chunk=4, inputs on another device:", fn=lambda *t: fn(*t, 4)
+        )
+    c.passed(
+        "equals the quadratic form for chunks of 1, 3, 4, 7, 10 and 16 tokens (10 tokens in all)",
+    )
+
+
+__all__ = [
+    "check_kv_cache_bytes",
+    "check_mla_attention",
+    "check_mla_absorbed",
+    "check_linear_attention_recurrent",
+    "check_linear_attention_chunked",
+    "check_gated_delta_rule",
+]

@@ -1,0 +1,135 @@
+"""Right but unusual answers to chapter 11's exercises: every one must pass its check."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.chapters import apply_rope, sliding_window_mask
+
+
+def bytes_by_loops(layout, context, batch=1, bytes_per_value=2):
+    """Layer by layer, as a float: every cache's tokens summed one layer at a time."""
+    total = 0.0
+    for cache in range(layout.layers // layout.layers_per_cache):
+        held = min(context, layout.window) if cache < layout.windowed_caches else context
+        width = (
+            layout.latent_dim + layout.rope_dim
+            if layout.latent_dim
+            else 2 * layout.kv_heads * layout.head_dim
+        )
+        total += held * width * bytes_per_value
+    return total * batch
+
+
+def bytes_as_tensor(layout, context, batch=1, bytes_per_value=2):
+    """A one-element int64 tensor from a product over a tensor of the caches' token counts."""
+    caches = layout.layers // layout.layers_per_cache
+    held = torch.full((caches,), context, dtype=torch.int64)
+    held[: layout.windowed_caches] = min(context, layout.window or context)
+    width = (
+        layout.latent_dim + layout.rope_dim
+        if layout.latent_dim
+        else 2 * layout.kv_heads * layout.head_dim
+    )
+    return held.sum() * width * bytes_per_value * batch
+
+
+def mla_with_sdpa(x, w, cache=None):
+    """Naive MLA through SDPA: queries and keys of width hd + dr (the rotary key broadcast to every
+    head, rotated at use time from an unrotated cache), SDPA's default scale 1/sqrt(hd + dr)."""
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    latent, raw = x @ w.w_dkv.T, x @ w.w_kr.T  # (b, n, dc), (b, n, dr): rotary keys kept unrotated
+    if cache is not None:
+        latent, raw = torch.cat([cache[0], latent], 1), torch.cat([cache[1], raw], 1)
+    N = latent.shape[1]
+    every = torch.arange(N, device=x.device)  # (N,)
+    q = torch.cat(
+        [
+            (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2),
+            apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), every[N - n :]),
+        ],
+        -1,
+    )
+    k = torch.cat(
+        [
+            (latent @ w.w_uk.T).view(b, N, h, hd).transpose(1, 2),
+            apply_rope(raw, every)[:, None].expand(b, h, N, dr),
+        ],
+        -1,
+    )  # (b, h, N, hd + dr)
+    v = (latent @ w.w_uv.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(n, N, N, x.device))
+    return out.transpose(1, 2).reshape(b, n, h * hd) @ w.w_o.T, (latent, raw)
+
+
+def mla_absorbed_into_output(x, w, cache=None):
+    """Absorbed with einsum, W_uv folded into W_o as one (h, dc, d) matrix per head."""
+    b, n, d = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    start = 0 if cache is None else cache[0].shape[1]
+    pos = torch.arange(start, start + n, device=x.device)
+    latent, rk = x @ w.w_dkv.T, apply_rope(x @ w.w_kr.T, pos)
+    if cache is not None:
+        latent, rk = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rk], 1)
+    N, dc = latent.shape[1:]
+    q = (x @ w.w_q.T).view(b, n, h, hd)
+    qr = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), pos)
+    q_lat = torch.einsum("bnhe,hec->bhnc", q, w.w_uk.view(h, hd, dc))
+    s = torch.einsum("bhnc,bmc->bhnm", q_lat, latent) + torch.einsum("bhnr,bmr->bhnm", qr, rk)
+    s = s.masked_fill(~sliding_window_mask(n, N, N, x.device), -math.inf) / math.sqrt(hd + dr)
+    mixed = torch.einsum("bhnm,bmc->bhnc", s.softmax(-1), latent)
+    w_vo = torch.einsum("hec,dhe->hcd", w.w_uv.view(h, hd, dc), w.w_o.view(d, h, hd))  # (h, dc, d)
+    return torch.einsum("bhnc,hcd->bnd", mixed, w_vo), (latent, rk)
+
+
+BYTES_CORRECT = [bytes_by_loops, bytes_as_tensor]
+MLA_CORRECT = [mla_with_sdpa, mla_absorbed_into_output]
+
+
+def linear_by_cumsum(q, k, v, state=None):
+    """Every prefix state at once: cumulative sums of the outer products (plus the given state)."""
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    S = torch.cumsum(fk[..., :, None] * v[..., None, :], dim=2)  # (b, h, n, dk, dv)
+    z = torch.cumsum(fk, dim=2)  # (b, h, n, dk)
+    if state is not None:
+        S, z = S + state[0][:, :, None], z + state[1][:, :, None]
+    out = torch.einsum("bhnd,bhnde->bhne", fq, S) / (fq * z).sum(-1, keepdim=True)
+    return out, (S[:, :, -1], z[:, :, -1])
+
+
+def chunked_by_prefix_quadratic(q, k, v, chunk):
+    """Each chunk's queries against all keys up to the chunk's end, one rectangular masked product."""
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    n, outs = q.shape[2], []
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        scores = (fq[:, :, lo:hi] @ fk[:, :, :hi].mT).tril(lo)  # (b, h, c, hi): bottom-right causal
+        outs.append((scores @ v[:, :, :hi]) / scores.sum(-1, keepdim=True))
+    return torch.cat(outs, dim=2)
+
+
+def delta_as_householder(q, k, v, alpha, beta, state=None):
+    """The paper's product form, S (alpha (I - beta k k^T)) + beta v k^T, with explicit matrices."""
+    b, h, n, dk = k.shape
+    S = (
+        torch.zeros(b, h, v.shape[-1], dk, dtype=k.dtype, device=k.device)
+        if state is None
+        else state
+    )
+    eye = torch.eye(dk, dtype=k.dtype, device=k.device)
+    outs = []
+    for t in range(n):
+        kt = k[:, :, t, :, None]  # (b, h, dk, 1)
+        a, bt = alpha[:, :, t, None, None], beta[:, :, t, None, None]
+        S = S @ (a * (eye - bt * kt @ kt.mT)) + bt * v[:, :, t, :, None] @ kt.mT
+        outs.append(torch.einsum("bhek,bhk->bhe", S, q[:, :, t]))
+    return torch.stack(outs, dim=2), S
+
+
+LINEAR_CORRECT = [linear_by_cumsum]
+CHUNK_CORRECT = [chunked_by_prefix_quadratic]
+DELTA_CORRECT = [delta_as_householder]
