@@ -18,7 +18,7 @@ ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
-        figures chapter bench bench-explorers bench-browser test-compat test-colab lint clean
+        figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -50,6 +50,9 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 
 test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
 	$(PYTHON) tools/nbgrader_roundtrip.py
+
+test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (long: not in CI)
+	$(PYTHON) tools/nbgrader_roundtrip.py --class
 
 grade: ## autograde a class in parallel: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"]
 	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1]'; exit 2; }
