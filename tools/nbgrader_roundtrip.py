@@ -256,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         COURSE_NBGRADER_TESTS="1",
         PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
     )
-    which = [CLASS_TEST] if "--class" in (argv or []) else ["tests/nbgrader", f"--ignore={CLASS_TEST}"]
+    which = (
+        [CLASS_TEST] if "--class" in (argv or []) else ["tests/nbgrader", f"--ignore={CLASS_TEST}"]
+    )
     return subprocess.run(
         [str(python), "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider", *which],
         cwd=ROOT,
