@@ -52,15 +52,6 @@ def test_the_measure_sees_every_drawn_text_and_the_shrink():
 
 
 # ----------------------------------------------------------------------------- explorer frames
-SMALL_FRAMES = {
-    # explorer: its smallest text on screen in px, measured on 2026-11-25 (a ratchet: only goes up).
-    # Their chapters' explorer.py and plotting.py's cell numbers (8 pt) are outside issue 26's
-    # files: a font of f pt in a frame w inches wide is readable when f >= 9 * 72 * w / 844.
-    "dropout_explorer": 7.8,  # 12 in
-    "layer_explorer": 6.4,  # 10 in, tick labels of 31 positions at 5.5 pt
-}
-
-
 def _explorer_names():
     from tools import bench_explorers
 
@@ -76,11 +67,6 @@ def test_explorer_frame_text_is_at_least_9_px_on_screen(name):
     fig = explorer.figure
     small = F.small_text(fig, fig.dpi, FRAME_WIDTH)
     width = fig.get_size_inches()[0] * fig.dpi
-    if name in SMALL_FRAMES:
-        smallest = F.text_px(fig, fig.dpi, FRAME_WIDTH)[0][0]
-        assert smallest >= SMALL_FRAMES[name] - 0.05, f"{name}: text got smaller: {small[:3]}"
-        assert small, f"{name}'s text is readable now: remove it from SMALL_FRAMES"
-        return
     assert not small, (
         f"{name}'s frame ({width:.0f} px, shown at most {FRAME_WIDTH} px wide) has {len(small)} "
         f"texts under {F.MIN_TEXT_PX} px on screen, e.g. {small[:3]}"

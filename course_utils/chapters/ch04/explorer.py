@@ -141,5 +141,5 @@ def dropout_explorer(
         draw_dropout,
         {"p": p, "seed": seed},
         controls,
-        figsize=(12.0, 3.9),
+        figsize=(9.1, 3.9),
     )
