@@ -67,16 +67,17 @@ def _reference_step(model, optimizer, inputs, targets, bug=None):
     return loss.item()
 
 
-def _student_step(c, step, model, optimizer, x, y, i):
-    """Call i of the student's train_step, probed: inputs kept, a number returned, the weights updated
-    by the optimizer given."""
+def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
+    """Call i of the student's ``step(*args)``, args being (model, optimizer, inputs, targets), probed:
+    inputs kept, a number returned, the weights updated by the optimizer given."""
+    model, optimizer, x, y = args
     before = [p.detach().clone() for p in model.parameters()]
     x_kept, y_kept = x.clone(), y.clone()
     backward_ran = []
     hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
     try:
-        loss = c.call(step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+        loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
     finally:
         for h in hooks:
             h.remove()
@@ -120,9 +121,8 @@ def _run_steps(step, case: StepCase, c: E.Check | None = None):
         y = torch.randint(case.vocab, (case.batch, case.tokens), generator=g)  # (b, n)
         y[:, :2] = -100  # positions without a target, as in the look-back task
         torch.manual_seed(case.seed + i)
-        losses.append(
-            _student_step(c, step, model, optimizer, x, y, i) if c else step(model, optimizer, x, y)
-        )
+        args = (model, optimizer, x, y)
+        losses.append(_student_step(c, step, args, i) if c else step(*args))
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     return torch.tensor(losses, dtype=torch.float64), weights
 
