@@ -231,10 +231,8 @@ def training_explorer(snapshots: object, step: int | None = None) -> None:
     """Slide over the snapshots saved during training: the attention maps, the loss so far and a sample.
 
     Args:
-        snapshots: a list of dicts saved while training, each with ``step``, ``losses`` (every
-            step's loss so far), ``weights`` ((heads, n, n) maps on one fixed input), ``labels``
-            (one per token of that input) and ``sample`` (a generated text); see
-            :func:`training_snapshots`.
+        snapshots: a list of dicts saved while training, each with ``step``, ``losses``,
+            ``weights``, ``labels`` and ``sample``, as :func:`training_snapshots` describes them.
         step: the step shown first (one of the snapshots' steps); the last one by default.
 
     Nothing is retrained when the slider moves: every picture comes from the snapshots.
