@@ -47,9 +47,10 @@ CHAPTER_CAP = 650
 FILE_CAP = 500
 # Measured exceptions, a ratchet (lower them, never raise them): each says why it is over.
 CHAPTER_EXCEPTIONS = {
-    # checks 493 + explorer 274 (measured 2026-11-24, after the checks' context object of issue 32, from
-    # 785): the training-step, sampling and KV-cache probes and the snapshot validation of the explorer
-    "ch08": 767,
+    # checks 495 + explorer 267 (measured 2026-11-25, from 767): the training-step, sampling and
+    # KV-cache probes (the cache's rows-through-W_key counter alone is 30) and the explorer's snapshot
+    # validation; net -5 after the case tables became named tuples and the rest was simplified
+    "ch08": 762,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 
