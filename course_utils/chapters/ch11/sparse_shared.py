@@ -52,10 +52,9 @@ def check_sparse_attention(fn) -> None:
         k[..., 4, :], v[..., 4, :] = k[..., 1, :], v[..., 1, :]  # keys 1 and 4 tie at the 3rd place
         idx = torch.tensor([5.0, 2.0, 0.0, 3.0, 2.0, 1.0]).expand(1, 6, 6)
         what = "sparse_attention(q, k, v, index_scores, 3) with a tie at the 3rd place"
-        got = c.expect_tensor_output(
-            c.call_pure(fn, (q, k, v, idx), 3, what=what), what, (1, 2, 6, 3)
-        )
-        c.compare(got.detach().cpu().double(), sparse_reference(q, k, v, idx, 3), f"For {what}:")
+        got = c.call_pure(fn, (q, k, v, idx), 3, what=what)
+        got = c.expect_tensor_output(got, what, (1, 2, 6, 3)).detach().cpu().double()
+        c.compare(got, sparse_reference(q, k, v, idx, 3), f"For {what}:")
         E.probe_device(c, None, [q, k, v, idx], "On another device:", fn=lambda *t: fn(*t, 2))
     c.passed(f"right on {len(SPARSE_CASES)} shapes and a tie: causal, the top k of the index")
 
@@ -71,8 +70,7 @@ def shared_reference(x, layers, sources, heads, reads=None, recompute=False):
         cache[i] = [(x @ src[m].T).view(b, n, heads, -1).transpose(1, 2) for m in ("w_k", "w_v")]
         k, v = cache[i if recompute else reads[i]]  # (b, h, n, hd) each
         q = (x @ w["w_q"].T).view(b, n, heads, -1).transpose(1, 2)  # (b, h, n, hd)
-        scores = (q @ k.mT).masked_fill(~causal, -torch.inf) / math.sqrt(d // heads)  # (b, h, n, n)
-        x = x + (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, n, d) @ w["w_o"].T
+        x = x + E.chapters().attend(q, k, v, causal).transpose(1, 2).reshape(b, n, d) @ w["w_o"].T
     return x, {i: kv for i, kv in cache.items() if sources[i] == i}
 
 
