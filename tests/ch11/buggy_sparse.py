@@ -83,3 +83,16 @@ SPARSE_BUGS = [
     (strictly_above_kth, "sparse_keeps_wrong_count"),
     (one_too_many, "sparse_keeps_wrong_count"),
 ]
+
+
+def index_scores_masked_in_place(q, k, v, index_scores, topk):
+    """Constructed: masked_fill_ on the caller's index scores (the in-place twin of the right
+    masked_fill), which changes the scores a later layer or step would read."""
+    n, N = q.shape[-2], k.shape[-2]
+    causal = sliding_window_mask(n, N, N, device=q.device)
+    index_scores.masked_fill_(~causal, -torch.inf)
+    keep = _keep(index_scores.topk(min(topk, N), dim=-1).indices, index_scores.shape) & causal
+    return attend(q, k, v, keep[:, None])
+
+
+SPARSE_BUGS.append((index_scores_masked_in_place, "input_modified"))

@@ -39,6 +39,8 @@ def check_sparse_attention(fn) -> None:
             eye = torch.eye(N).expand(b, h, N, N)  # one-hot values: the output is the weights
             what = f"sparse_attention(q, k, v, index_scores, topk={topk}), {n} queries, {N} keys"
             got = c.call_pure(fn, (q, k, eye, idx), topk, what=what)
+            if not torch.equal(idx, E.randn(b, n, N, seed=seed + 2)):  # call_pure sees 3 inputs
+                raise c.bug("input_modified", f"After {what}:", what="index_scores tensor")
             got = c.expect_tensor_output(got, what, (b, h, n, N)).detach().cpu().double()
             future = torch.arange(N - n, N)[:, None] < torch.arange(N)  # (n, N)
             if (got[..., future].nan_to_num(0) != 0).any():  # NaN: an empty row, named below
