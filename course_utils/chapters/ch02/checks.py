@@ -154,6 +154,8 @@ _BATCH_CASES = ((3, 5, 2, 4), (4, 2, 3, 6), (6, 3, 1, 5), (2, 2, 4, 1))
 # (d_in, d_out): square first, so a copy without transpose does not crash but is caught.
 _TRANSFER_CASES = ((4, 4), (3, 2), (2, 5))
 
+_KEEP_THE_REST = "copy the three weights into the existing Parameters (same dtype), nothing else."
+
 
 # --------------------------------------------------------------------------- the checks
 def check_self_attention_v1(cls: type) -> None:
@@ -216,9 +218,13 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
             raise
         _check_transfer(c, v1, v2, v1_before, v2_before, where)
         x = E.randn(3, d_in, seed=700 + i)
-        with torch.no_grad():
-            if not E.same(v1(x), v2(x)):
-                raise c.bug("transfer_outputs_differ", where=where)
+        with torch.no_grad():  # a forward that now fails (e.g. float64 weights) is reported
+            outputs = [
+                c.call(m, x, what=f"{where} {m_name}(x) after the copy", hint=_KEEP_THE_REST)
+                for m_name, m in (("v1", v1), ("v2", v2))
+            ]
+        if not E.same(*outputs):
+            raise c.bug("transfer_outputs_differ", where=where)
     c.passed(f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
 
 
