@@ -54,7 +54,7 @@ def draw_sparse_topk_keys() -> Figure:
         ax = fig.add_subplot(1, 2, panel + 1)
         kept = sparse_attention(q, q, eye, scores, topk)[0, 0] > 0  # (10, 10)
         grid = torch.ones(10, 10).tril() + kept.double()  # 0 future, 1 dropped, 2 kept
-        ax.imshow(grid, cmap=cmap, vmin=0, vmax=2)
+        ax.imshow(grid.numpy(), cmap=cmap, vmin=0, vmax=2)
         ax.set_title(f"k = {topk}: {int(kept.sum())} of the 55 allowed keys kept", fontsize=10)
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
