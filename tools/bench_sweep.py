@@ -3,7 +3,9 @@ checked ones together in interleaved rounds (``tools.bench_rounds``), measure th
 return one row per variant, length and mode (``tools.bench`` is the command line around it).
 
 Every variant is checked against the reference at every length before it is timed; a wrong
-one is never timed. Running out of memory is reported and the sweep goes on.
+one is never timed. Running out of memory is reported and the sweep goes on. The reference layer
+(:func:`make_reference`) and the peak memory (:func:`measure_peak_memory`) are the sweep's own;
+checking and timing one call are chapter 07's ``cu.bench``.
 """
 
 from __future__ import annotations
@@ -177,6 +179,55 @@ def device_name(device: str) -> str:
     return f"{platform.processor() or platform.machine()} CPU"
 
 
+def make_reference(
+    d_model: int = 768,
+    num_heads: int = 12,
+    context_length: int = 1024,
+    *,
+    qkv_bias: bool = False,
+    seed: int = 123,
+) -> nn.Module:
+    """Chapter 05's layer with seeded weights (dropout 0, CPU, float32, eval mode)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return chapters.MultiHeadAttention(
+            d_model, d_model, context_length, 0.0, num_heads, qkv_bias=qkv_bias
+        ).eval()
+
+
+def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
+    """Bytes of extra memory one call of ``fn()`` holds at its peak: on CUDA from its memory
+    statistics, on the CPU from the profiler's memory events replayed in order (an operation's
+    allocations count from its start, its releases from its end)."""
+    if not callable(fn):
+        raise CourseInputError(f"fn must be callable, but got {type(fn).__name__}.")
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return max(0, torch.cuda.max_memory_allocated(device) - before)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    changes = sorted(
+        (
+            e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
+            e.self_cpu_memory_usage,
+        )
+        for e in prof.events()
+        if e.self_cpu_memory_usage
+    )
+    live = peak = 0
+    for _, size in changes:
+        live += size
+        peak = max(peak, live)
+    return peak
+
+
 def _is_oom(exc: BaseException) -> bool:
     text = str(exc).lower()
     return (
@@ -245,7 +296,7 @@ def run_benchmark(
         torch.set_num_threads(cfg.threads)
     torch.set_float32_matmul_precision("highest")
     try:
-        reference = bench.make_reference(
+        reference = make_reference(
             cfg.d_model, cfg.num_heads, max(cfg.seq_lens), qkv_bias=cfg.qkv_bias, seed=cfg.seed
         )
         modules = {name: _build(name, reference, device, dtype) for name in cfg.variants}
@@ -370,7 +421,7 @@ def _measure_group(
             continue
         if cfg.memory:
             try:
-                row.peak_mib = bench.measure_peak_memory(runners[row.variant], device) / 2**20
+                row.peak_mib = measure_peak_memory(runners[row.variant], device) / 2**20
             except Exception as exc:  # noqa: BLE001 - reported in the CSV
                 _failed(row, exc, device)
                 continue

@@ -15,6 +15,8 @@ import re
 import textwrap
 from pathlib import Path
 
+from tools.optional import optional_base
+
 WIDTH = 80  # nbgrader validate cuts lines at 87 columns, after its 4-space indent
 TEMPLATES = Path(__file__).resolve().parent / "nbgrader_templates"
 
@@ -66,15 +68,7 @@ def configure(c) -> None:
     c.FeedbackPage.extra_template_basedirs = [str(TEMPLATES), str(templates)]
 
 
-def _html_exporter():
-    try:
-        from nbconvert.exporters import HTMLExporter
-    except ImportError:  # outside .venv-nbgrader: the module stays importable for its tests
-        return object
-    return HTMLExporter
-
-
-class FeedbackPage(_html_exporter()):
+class FeedbackPage(optional_base("nbconvert.exporters", "HTMLExporter")):
     """nbgrader's feedback page, extended by ``nbgrader_templates/course_feedback``."""
 
     def __init__(self, *args, **kwargs):

@@ -45,6 +45,7 @@ import types
 from pathlib import Path
 
 from tools.nbgrader_feedback import timed_out, wrap
+from tools.optional import optional_base
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.nn.modules.module", "builtins")
@@ -311,15 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # ----------------------------------------------------------------------------- the preprocessor
-def _preprocessor_base():
-    try:
-        from nbgrader.preprocessors import NbGraderPreprocessor
-    except ImportError:  # outside .venv-nbgrader: the module stays importable for its tests
-        return object
-    return NbGraderPreprocessor
-
-
-class FreshChecks(_preprocessor_base()):
+class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor")):
     """nbgrader preprocessor: each check's verdict from a fresh process (see the module text)."""
 
     cell_timeout = 300  # seconds per cell, as nbgrader's Execute.timeout in the course's config

@@ -281,6 +281,29 @@ def transfer_frozen(v1, v2):
         setattr(v1, name, nn.Parameter(weight, requires_grad=False))
 
 
+def transfer_rebuilds_v2_layers(v1, v2):
+    """Constructed (no public copy found): the copy is right, then v2's layers are rebuilt around
+    their own weights "so that both models are fresh", with nn.Linear's default bias=True, the
+    default SelfAttention_v2's qkv_bias=False exists to switch off. The three matrices all match,
+    only the outputs show the random biases."""
+    with torch.no_grad():
+        for name in ("W_query", "W_key", "W_value"):
+            old = getattr(v2, name)
+            getattr(v1, name).copy_(old.weight.T)
+            layer = nn.Linear(old.in_features, old.out_features)  # bias=True by default
+            layer.weight.copy_(old.weight)
+            setattr(v2, name, layer)
+
+
+def transfer_to_float64(v1, v2):
+    """Constructed: the numbers copied through a Python list, torch.tensor(..., dtype=torch.float64)
+    as in NumPy habits; the values are right, but v1 now computes in float64 and a float32 input
+    makes its forward fail."""
+    for name in ("W_query", "W_key", "W_value"):
+        values = getattr(v2, name).weight.T.tolist()
+        setattr(v1, name, nn.Parameter(torch.tensor(values, dtype=torch.float64)))
+
+
 # --------------------------------------------------------------------------- batched
 # Sources: the 2-d code of section 3.4 run on a batch: .T on 3-d tensors (PyTorch's own deprecation
 # warning), softmax over dim=1/dim=0, typical slips.

@@ -47,7 +47,7 @@ def tiny_config(**changes) -> sweep.BenchConfig:
 
 @pytest.fixture(params=[False, True], ids=["no-qkv-bias", "qkv-bias"])
 def reference(request):
-    return bench.make_reference(D, HEADS, CONTEXT, qkv_bias=request.param, seed=7)
+    return sweep.make_reference(D, HEADS, CONTEXT, qkv_bias=request.param, seed=7)
 
 
 def inputs(n: int = 20, batch: int = 2, seed: int = 3) -> torch.Tensor:
@@ -80,7 +80,7 @@ def test_every_variant_matches_the_reference(reference, name):
 def test_variants_copy_the_weights_they_are_given(reference):
     """Built from *other* weights the check must fail, so equality is meaningful; and the
     variant holds copies: changing it later leaves the reference alone."""
-    other = bench.make_reference(
+    other = sweep.make_reference(
         D, HEADS, CONTEXT, qkv_bias=reference.W_query.bias is not None, seed=8
     )
     assert not bench.check_variant(chapters.FusedQKVAttention(other), reference, inputs()).ok
@@ -204,7 +204,7 @@ def test_bfloat16_run_passes_its_looser_check():
 def test_flops_counted_from_the_shapes_match_pytorchs_count():
     from torch.utils.flop_counter import FlopCounterMode
 
-    ref = bench.make_reference(D, HEADS, CONTEXT)
+    ref = sweep.make_reference(D, HEADS, CONTEXT)
     x = inputs(n=CONTEXT, batch=3)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         chapters.split_attention(ref)(x)
@@ -264,7 +264,7 @@ def test_cuda_peak_memory_is_max_allocated_minus_before(monkeypatch):
     )
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: state["allocated"])
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: state["peak"])
-    assert bench.measure_peak_memory(run, "cuda") == 5000
+    assert sweep.measure_peak_memory(run, "cuda") == 5000
 
 
 def test_cpu_peak_memory_follows_the_profilers_allocations():
@@ -280,12 +280,12 @@ def test_cpu_peak_memory_follows_the_profilers_allocations():
         b = a * 2  # both alive: 8 MiB
         return (a + b).sum()  # and a + b: 12 MiB
 
-    assert 4 * mib <= bench.measure_peak_memory(sequential) < 5 * mib
-    assert 12 * mib <= bench.measure_peak_memory(overlapping) < 13 * mib
+    assert 4 * mib <= sweep.measure_peak_memory(sequential) < 5 * mib
+    assert 12 * mib <= sweep.measure_peak_memory(overlapping) < 13 * mib
 
 
 def test_peak_memory_sees_the_score_matrix():
-    ref = bench.make_reference(D, HEADS, 64)
+    ref = sweep.make_reference(D, HEADS, 64)
     x = torch.randn(1, 64, D)
 
     def forward(module):
@@ -295,8 +295,8 @@ def test_peak_memory_sees_the_score_matrix():
 
         return run
 
-    naive = bench.measure_peak_memory(forward(chapters.split_attention(ref)))
-    fused = bench.measure_peak_memory(forward(chapters.SDPACausalAttention(ref)))
+    naive = sweep.measure_peak_memory(forward(chapters.split_attention(ref)))
+    fused = sweep.measure_peak_memory(forward(chapters.SDPACausalAttention(ref)))
     scores = HEADS * 64 * 64 * 4  # one (1, h, n, n) float32 tensor
     assert naive >= 2 * scores > fused
 
@@ -467,7 +467,7 @@ def test_bad_config_gets_a_clear_error(changes, message):
 
 
 def test_bad_arguments_to_helpers():
-    ref = bench.make_reference(D, HEADS, CONTEXT)
+    ref = sweep.make_reference(D, HEADS, CONTEXT)
     with pytest.raises(CourseInputError, match="x must be a 3-d"):
         bench.check_variant(ref, ref, torch.randn(4, D))
     with pytest.raises(CourseInputError, match="module must be an nn.Module"):
@@ -477,6 +477,6 @@ def test_bad_arguments_to_helpers():
     with pytest.raises(CourseInputError, match="min_runs"):
         bench.measure_time(lambda: None, min_runs=0)
     with pytest.raises(CourseInputError, match="callable"):
-        bench.measure_peak_memory(None)
+        sweep.measure_peak_memory(None)
     with pytest.raises(CourseInputError, match="dtype"):
         bench.measure_ceilings("cpu", dtype="int8")

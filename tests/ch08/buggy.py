@@ -12,26 +12,35 @@ import torch.nn.functional as F
 
 
 # --------------------------------------------------------------------------- train_step
-def step_right(model, optimizer, inputs, targets):
-    logits = model(inputs)
-    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+def _loss(logits, targets, **kwargs):
+    """Cross-entropy of (b, n, vocab) logits against (b, n) targets, over all positions."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), **kwargs)
+
+
+def _update(optimizer, loss, *, zero_grad=True, backward=True, step=True):
+    """The right update (each switch off leaves its call out): clear the gradients, backward, step;
+    the loss as a number."""
+    if zero_grad:
+        optimizer.zero_grad()
+    if backward:
+        loss.backward()
+    if step:
+        optimizer.step()
     return loss.item()
+
+
+def step_right(model, optimizer, inputs, targets):
+    return _update(optimizer, _loss(model(inputs), targets))
 
 
 def step_no_zero_grad(model, optimizer, inputs, targets):
     """Real code: the most asked PyTorch training question (forum: "loss explodes after a few steps")."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(model(inputs), targets), zero_grad=False)
 
 
 def step_zero_grad_between(model, optimizer, inputs, targets):
     """Slip: zero_grad moved down 'to clean up', between backward and step."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+    loss = _loss(model(inputs), targets)
     loss.backward()
     optimizer.zero_grad()
     optimizer.step()
@@ -40,59 +49,36 @@ def step_zero_grad_between(model, optimizer, inputs, targets):
 
 def step_no_step(model, optimizer, inputs, targets):
     """Slip: the optimizer is created but never stepped."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    return loss.item()
+    return _update(optimizer, _loss(model(inputs), targets), step=False)
 
 
 def step_no_backward(model, optimizer, inputs, targets):
     """Slip: backward forgotten, step called on empty gradients."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(model(inputs), targets), backward=False)
 
 
 def step_softmax_first(model, optimizer, inputs, targets):
     """Real code: softmax before nn.CrossEntropyLoss, a frequent question on the PyTorch forum."""
-    probs = torch.softmax(model(inputs), dim=-1)
-    loss = F.cross_entropy(probs.flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(torch.softmax(model(inputs), dim=-1), targets))
 
 
 def step_sum(model, optimizer, inputs, targets):
     """Slip: reduction='sum' copied from a loss written by hand."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten(), reduction="sum")
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(model(inputs), targets, reduction="sum"))
 
 
 def step_shift_again(model, optimizer, inputs, targets):
     """Tutorial: a language-model step written for unshifted data (Hugging Face style, which
     shifts inside the loss), fed targets that are already shifted."""
     logits = model(inputs)
-    loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), targets[:, 1:].flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(logits[:, :-1], targets[:, 1:]))
 
 
 def step_no_grad_forward(model, optimizer, inputs, targets):
     """Slip: the evaluation loop's torch.no_grad() copied into training."""
     with torch.no_grad():
         logits = model(inputs)
-    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+    return _update(optimizer, _loss(logits, targets))
 
 
 def step_returns_nothing(model, optimizer, inputs, targets):
@@ -117,10 +103,8 @@ def step_new_optimizer(model, optimizer, inputs, targets):
 def step_returns_graph(model, optimizer, inputs, targets):
     """Real code: returning the loss tensor, which the loop then collects (the PyTorch FAQ's "accumulating
     history across your training loop": total_loss += loss keeps every graph alive)."""
-    loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+    loss = _loss(model(inputs), targets)
+    _update(optimizer, loss)
     return loss
 
 
@@ -129,49 +113,48 @@ def step_stub(model, optimizer, inputs, targets):
 
 
 # --------------------------------------------------------------------------- sample_next_token
+def _draw(probs, generator):
+    """torch.multinomial: one token id per row of (b, vocab) probabilities (or weights): (b,)."""
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
 def sample_right(logits, temperature, generator=None):
     if temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(torch.softmax(logits / temperature, dim=-1), generator)
 
 
 def sample_divides_by_zero(logits, temperature, generator=None):
     """Slip: no special case for temperature 0."""
-    probs = torch.softmax(logits / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(torch.softmax(logits / temperature, dim=-1), generator)
 
 
 def sample_temperature_after_softmax(logits, temperature, generator=None):
     """Slip (and seen in tutorials): the temperature divides the probabilities."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits, dim=-1) / temperature
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(torch.softmax(logits, dim=-1) / temperature, generator)
 
 
 def sample_from_logits(logits, temperature, generator=None):
     """Real code: multinomial on raw logits, "invalid multinomial distribution" in forum threads."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(logits / temperature, 1, generator=generator).squeeze(-1)
+    return _draw(logits / temperature, generator)
 
 
 def sample_from_log_probs(logits, temperature, generator=None):
     """Slip: log_softmax where softmax was meant."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(
-        torch.log_softmax(logits / temperature, dim=-1), 1, generator=generator
-    ).squeeze(-1)
+    return _draw(torch.log_softmax(logits / temperature, dim=-1), generator)
 
 
 def sample_multiplied(logits, temperature, generator=None):
     """Slip: logits * temperature."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits * temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(torch.softmax(logits * temperature, dim=-1), generator)
 
 
 def sample_global_rng(logits, temperature, generator=None):
@@ -190,8 +173,7 @@ def sample_softmax_dim0(logits, temperature, generator=None):
     """Slip: softmax over dim=0, the batch."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits / temperature, dim=0)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return _draw(torch.softmax(logits / temperature, dim=0), generator)
 
 
 def sample_keeps_dim(logits, temperature, generator=None):
@@ -257,17 +239,14 @@ def sample_top_p_099(logits, temperature, generator=None, top_p=0.99):
     probs = torch.softmax(logits / temperature, dim=-1)
     sorted_probs, index = probs.sort(dim=-1, descending=True)
     sorted_probs[sorted_probs.cumsum(-1) - sorted_probs > top_p] = 0
-    kept = torch.zeros_like(probs).scatter(-1, index, sorted_probs)
-    return torch.multinomial(kept, 1, generator=generator).squeeze(-1)
+    return _draw(torch.zeros_like(probs).scatter(-1, index, sorted_probs), generator)
 
 
 def sample_divides_in_place(logits, temperature, generator=None):
     """Slip: logits.div_(temperature) changes the caller's logits."""
     if temperature == 0:
         return logits.argmax(dim=-1)
-    return torch.multinomial(
-        torch.softmax(logits.div_(temperature), -1), 1, generator=generator
-    ).squeeze(-1)
+    return _draw(torch.softmax(logits.div_(temperature), -1), generator)
 
 
 def sample_float_ids_when_sampling(logits, temperature, generator=None):

@@ -233,7 +233,8 @@ BAD_SNAPSHOTS = [
         lambda s: [s[1], s[0]],
         r"training order, but snapshots\[1\]\['step'\] = 0 comes after step 10",
     ),
-    (lambda s: [{**s[0], "step": -1}], r"\['step'\] must be an int of at least 0, but got -1"),
+    (lambda s: [{**s[0], "step": -1}], r"\['step'\] must be at least 0, but got -1"),
+    (lambda s: [{**s[0], "step": True}], r"\['step'\] must be an int, but got a bool"),
     (
         lambda s: [{**s[1], "losses": s[1]["losses"][:-1]}],
         r"one loss per step so far \(10\), but holds 9",

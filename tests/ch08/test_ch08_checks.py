@@ -16,40 +16,98 @@ def assert_bug(check, answer, bug):
     return assert_names_bug(check, answer, bug=bug)
 
 
-# --------------------------------------------------------------------------- train_step
-@pytest.mark.parametrize(
-    "answer",
-    [
-        b.step_right,
-        c.step_zero_grad_last,
-        c.step_model_zero_grad,
-        c.step_nll,
-        c.step_masked_mean,
-        c.step_numpy_loss,
-    ],
-)
-def test_right_train_steps_pass(answer, capsys):
-    assert_passes(checks.check_train_step, answer, capsys=capsys)
+# Each check: (its right and unusual right answers, (wrong answer, the mistake it must name) pairs).
+CASES = {
+    checks.check_train_step: (
+        [
+            b.step_right,
+            c.step_zero_grad_last,
+            c.step_model_zero_grad,
+            c.step_nll,
+            c.step_masked_mean,
+            c.step_numpy_loss,
+        ],
+        [
+            (b.step_no_zero_grad, "grad_not_zeroed"),
+            (b.step_zero_grad_between, "step_zero_grad_before_step"),
+            (b.step_no_step, "step_no_optimizer_step"),
+            (b.step_no_backward, "step_no_backward"),
+            (b.step_softmax_first, "loss_on_probabilities"),
+            (b.step_sum, "loss_summed"),
+            (b.step_shift_again, "loss_shifted_again"),
+            (b.step_returns_nothing, "step_loss_not_returned"),
+            (b.step_eval_mode, "step_eval_mode"),
+            (b.step_new_optimizer, "step_optimizer_replaced"),
+            (b.step_returns_graph, "step_returns_graph"),
+        ],
+    ),
+    checks.check_sample_next_token: (
+        [b.sample_right, c.sample_gumbel, c.sample_exp_weights, c.sample_inverse_cdf],
+        [
+            (b.sample_divides_by_zero, "greedy_divides_by_zero"),
+            (b.sample_temperature_after_softmax, "temperature_after_softmax"),
+            (b.sample_from_logits, "sampled_from_logits"),
+            (b.sample_from_log_probs, "sampled_from_logits"),
+            (b.sample_multiplied, "temperature_multiplied"),
+            (b.sample_global_rng, "generator_ignored"),
+            (b.sample_always_greedy, "always_greedy"),
+            (b.sample_softmax_dim0, "sample_softmax_over_batch"),
+            (b.sample_keeps_dim, "wrong_shape"),
+            (b.sample_float_ids, "sample_not_ids"),
+            (b.sample_greedy_min, "greedy_not_argmax"),
+            (b.sample_reseeds_global, "sample_global_rng_changed"),
+            (b.sample_fresh_generator, "sample_generator_replaced"),
+            (b.sample_top_k_50, "sample_filtered_top_tokens"),
+            (b.sample_top_k_200, "sample_filtered_top_tokens"),  # seen in the 1,000-token probe
+            (b.sample_ignores_temperature, "temperature_after_softmax"),
+            (b.sample_top_p_099, "sample_filtered_top_tokens"),
+            (b.sample_divides_in_place, "input_modified"),
+            (b.sample_float_ids_when_sampling, "sample_not_ids"),
+            (b.sample_greedy_below_threshold, "greedy_at_low_temperature"),
+        ],
+    ),
+    checks.check_attend_with_cache: (
+        [
+            buggy_cache.cache_right,
+            c.cache_dict,
+            c.cache_einsum_preallocated,
+            c.cache_list,
+            c.cache_flinear,
+            c.cache_fused_qkv,
+        ],
+        [
+            (buggy_cache.cache_attend_then_append, "cache_attend_before_append"),
+            (buggy_cache.cache_only_new, "cache_not_accumulated"),
+            (buggy_cache.cache_mask_top_left, "cache_mask_top_left"),
+            (buggy_cache.cache_mask_square, "cache_mask_wrong_shape"),
+            (buggy_cache.cache_mask_one_late, "cache_mask_offset"),
+            (buggy_cache.cache_no_mask, "cache_chunk_unmasked"),
+            (buggy_cache.cache_no_scale, "cache_not_scaled"),
+            (buggy_cache.cache_values_from_keys, "cache_values_from_keys"),
+            (buggy_cache.cache_interleaved, "cache_heads_interleaved"),
+            (buggy_cache.cache_no_out_proj, "cache_no_out_proj"),
+            (buggy_cache.cache_of_inputs, "cache_recomputes_keys"),
+            (buggy_cache.cache_returns_output_only, "cache_not_returned"),
+            (buggy_cache.cache_mask_times_inf, "cache_mask_times_inf"),
+            (buggy_cache.cache_half, "cache_dtype_changed"),
+            (buggy_cache.cache_on_layer, "cache_kept_outside"),
+            (buggy_cache.cache_cpu_mask, "cpu_tensor_in_forward"),
+            (buggy_cache.cache_no_qkv_bias, "cache_qkv_bias_dropped"),
+        ],
+    ),
+}
+RIGHT = [(check, answer) for check, (rights, _) in CASES.items() for answer in rights]
+WRONG = [(check, answer, bug) for check, (_, bugs) in CASES.items() for answer, bug in bugs]
 
 
-@pytest.mark.parametrize(
-    ("answer", "bug"),
-    [
-        (b.step_no_zero_grad, "grad_not_zeroed"),
-        (b.step_zero_grad_between, "step_zero_grad_before_step"),
-        (b.step_no_step, "step_no_optimizer_step"),
-        (b.step_no_backward, "step_no_backward"),
-        (b.step_softmax_first, "loss_on_probabilities"),
-        (b.step_sum, "loss_summed"),
-        (b.step_shift_again, "loss_shifted_again"),
-        (b.step_returns_nothing, "step_loss_not_returned"),
-        (b.step_eval_mode, "step_eval_mode"),
-        (b.step_new_optimizer, "step_optimizer_replaced"),
-        (b.step_returns_graph, "step_returns_graph"),
-    ],
-)
-def test_each_train_step_bug_is_named(answer, bug):
-    assert_bug(checks.check_train_step, answer, bug)
+@pytest.mark.parametrize(("check", "answer"), RIGHT, ids=[a.__name__ for _, a in RIGHT])
+def test_right_answers_pass(check, answer, capsys):
+    assert_passes(check, answer, capsys=capsys)
+
+
+@pytest.mark.parametrize(("check", "answer", "bug"), WRONG, ids=[a.__name__ for _, a, _ in WRONG])
+def test_each_bug_is_named(check, answer, bug):
+    assert_bug(check, answer, bug)
 
 
 def test_train_step_under_no_grad_gets_a_hint():
@@ -60,85 +118,6 @@ def test_train_step_under_no_grad_gets_a_hint():
 def test_train_step_stub_is_reported():
     with pytest.raises(CheckFailure, match="NotImplementedError: the exercise stub"):
         checks.check_train_step(b.step_stub)
-
-
-# --------------------------------------------------------------------------- sample_next_token
-@pytest.mark.parametrize(
-    "answer", [b.sample_right, c.sample_gumbel, c.sample_exp_weights, c.sample_inverse_cdf]
-)
-def test_right_samplers_pass(answer, capsys):
-    assert_passes(checks.check_sample_next_token, answer, capsys=capsys)
-
-
-@pytest.mark.parametrize(
-    ("answer", "bug"),
-    [
-        (b.sample_divides_by_zero, "greedy_divides_by_zero"),
-        (b.sample_temperature_after_softmax, "temperature_after_softmax"),
-        (b.sample_from_logits, "sampled_from_logits"),
-        (b.sample_from_log_probs, "sampled_from_logits"),
-        (b.sample_multiplied, "temperature_multiplied"),
-        (b.sample_global_rng, "generator_ignored"),
-        (b.sample_always_greedy, "always_greedy"),
-        (b.sample_softmax_dim0, "sample_softmax_over_batch"),
-        (b.sample_keeps_dim, "wrong_shape"),
-        (b.sample_float_ids, "sample_not_ids"),
-        (b.sample_greedy_min, "greedy_not_argmax"),
-        (b.sample_reseeds_global, "sample_global_rng_changed"),
-        (b.sample_fresh_generator, "sample_generator_replaced"),
-        (b.sample_top_k_50, "sample_filtered_top_tokens"),
-        (b.sample_top_k_200, "sample_filtered_top_tokens"),  # seen in the 1,000-token probe
-        (b.sample_ignores_temperature, "temperature_after_softmax"),
-        (b.sample_top_p_099, "sample_filtered_top_tokens"),
-        (b.sample_divides_in_place, "input_modified"),
-        (b.sample_float_ids_when_sampling, "sample_not_ids"),
-        (b.sample_greedy_below_threshold, "greedy_at_low_temperature"),
-    ],
-)
-def test_each_sampling_bug_is_named(answer, bug):
-    assert_bug(checks.check_sample_next_token, answer, bug)
-
-
-# --------------------------------------------------------------------------- attend_with_cache
-@pytest.mark.parametrize(
-    "answer",
-    [
-        buggy_cache.cache_right,
-        c.cache_dict,
-        c.cache_einsum_preallocated,
-        c.cache_list,
-        c.cache_flinear,
-        c.cache_fused_qkv,
-    ],
-)
-def test_right_caches_pass(answer, capsys):
-    assert_passes(checks.check_attend_with_cache, answer, capsys=capsys)
-
-
-@pytest.mark.parametrize(
-    ("answer", "bug"),
-    [
-        (buggy_cache.cache_attend_then_append, "cache_attend_before_append"),
-        (buggy_cache.cache_only_new, "cache_not_accumulated"),
-        (buggy_cache.cache_mask_top_left, "cache_mask_top_left"),
-        (buggy_cache.cache_mask_square, "cache_mask_wrong_shape"),
-        (buggy_cache.cache_mask_one_late, "cache_mask_offset"),
-        (buggy_cache.cache_no_mask, "cache_chunk_unmasked"),
-        (buggy_cache.cache_no_scale, "cache_not_scaled"),
-        (buggy_cache.cache_values_from_keys, "cache_values_from_keys"),
-        (buggy_cache.cache_interleaved, "cache_heads_interleaved"),
-        (buggy_cache.cache_no_out_proj, "cache_no_out_proj"),
-        (buggy_cache.cache_of_inputs, "cache_recomputes_keys"),
-        (buggy_cache.cache_returns_output_only, "cache_not_returned"),
-        (buggy_cache.cache_mask_times_inf, "cache_mask_times_inf"),
-        (buggy_cache.cache_half, "cache_dtype_changed"),
-        (buggy_cache.cache_on_layer, "cache_kept_outside"),
-        (buggy_cache.cache_cpu_mask, "cpu_tensor_in_forward"),
-        (buggy_cache.cache_no_qkv_bias, "cache_qkv_bias_dropped"),
-    ],
-)
-def test_each_cache_bug_is_named(answer, bug):
-    assert_bug(checks.check_attend_with_cache, answer, bug)
 
 
 def test_top_k_filtering_is_seen_only_in_the_wide_vocabulary():

@@ -196,6 +196,11 @@ def _down_arrow(ax, text: str) -> None:
     ax.text(0.56, 0.5, text, ha="left", va="center", fontsize=9.5, color=INK, linespacing=1.3)
 
 
+def _caption(ax, x: float, y: float, text: str) -> None:
+    """The grey explanation under a diagram, centred at (x, y), text already broken into lines."""
+    ax.text(x, y, text, ha="center", va="center", fontsize=9.5, color="#444444", linespacing=1.5)
+
+
 def _note(ax, text: str) -> None:
     """Fill an axes with a paragraph (text already broken into lines), top left."""
     ax.axis("off")

@@ -16,6 +16,7 @@ from tools.diagrams._draw import (
     _arrow,
     _book_projections,
     _canvas,
+    _caption,
     _cells,
 )
 
@@ -89,16 +90,12 @@ def draw_qkv_projections() -> Figure:
             weight="bold",
         )
         ax.text(6.65, centre - 0.2, meaning, ha="left", va="center", fontsize=9.5, color=INK)
-    ax.text(
+    _caption(
+        ax,
         4.85,
         0.35,
         "One input, three learned (3 × 2) matrices: three 2-d views of the same token.\n"
         "Every token is projected by the same three matrices.",
-        ha="center",
-        va="center",
-        fontsize=9.5,
-        color="#444444",
-        linespacing=1.5,
     )
     return fig
 

@@ -16,6 +16,7 @@ from tools.diagrams._draw import (
     _arrow,
     _box,
     _canvas,
+    _caption,
     _cells,
     _mini_map,
     _mini_maps,
@@ -24,19 +25,16 @@ from tools.diagrams._draw import (
 )
 
 
+def _heading(ax, y: float, text: str) -> None:
+    """A section title across the diagram, at height ``y``."""
+    ax.text(0.25, y, text, fontsize=12, weight="bold", color=INK, va="center")
+
+
 def draw_single_vs_multihead() -> Figure:
     """One head making (n × 2) versus two heads whose (n × 2) outputs are concatenated (chapter 05's example)."""
     fig, ax = _canvas(12.6, 7.0)
     # --- one head
-    ax.text(
-        0.25,
-        6.65,
-        "one head (chapter 04's CausalAttention, d_out = 2)",
-        fontsize=12,
-        weight="bold",
-        color=INK,
-        va="center",
-    )
+    _heading(ax, 6.65, "one head (chapter 04's CausalAttention, d_out = 2)")
     _box(ax, 0.3, 4.95, 1.7, 1.0, "inputs X\n(6 × 3)", colour=X_COLOUR)
     _arrow(ax, (2.05, 5.45), (3.05, 5.45))
     _box(ax, 3.1, 4.7, 3.2, 1.5, "", colour=EXTRA_COLOUR, fill=0.1)
@@ -48,15 +46,7 @@ def draw_single_vs_multihead() -> Figure:
     ax.text(8.1, 5.45, "context Z\n(6 × 2)", fontsize=9.5, va="center")
     ax.plot([0.25, 12.35], [4.35, 4.35], color="#CCCCCC", linewidth=1)
     # --- two heads
-    ax.text(
-        0.25,
-        4.0,
-        "multi-head (h = 2): the wrapper of two heads",
-        fontsize=12,
-        weight="bold",
-        color=INK,
-        va="center",
-    )
+    _heading(ax, 4.0, "multi-head (h = 2): the wrapper of two heads")
     _box(ax, 0.3, 1.75, 1.7, 1.0, "inputs X\n(6 × 3)", colour=X_COLOUR)
     head_ys = [3.0, 1.5]
     for h, (colour, y, weights) in enumerate(zip(HEAD_COLOURS, head_ys, _mini_maps(3)[1:])):
@@ -222,18 +212,14 @@ def draw_weight_split() -> Figure:
         fontsize=8.5,
         color="#444444",
     )
-    ax.text(
+    _caption(
+        ax,
         3.2,
         0.6,
         "One matrix multiply computes every head's queries at once (the same for\n"
         "keys and values). Columns 0-1 belong to head 0 and 2-3 to head 1: .view\n"
         "relabels them without copying; .transpose moves the head axis forward, so\n"
         "each head attends on its own. Numbers: chapter 05, seed 123, first sequence.",
-        ha="center",
-        va="center",
-        fontsize=9.5,
-        color="#444444",
-        linespacing=1.5,
     )
     return fig
 

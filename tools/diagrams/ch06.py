@@ -78,37 +78,13 @@ def draw_text_to_logits() -> Figure:
     # embeddings: token rows + position rows = X
     cell = 0.22
     d = 5
-    ax.text(
-        data_x,
-        rows[2] + 0.85,
-        "rows picked by id",
-        ha="left",
-        va="center",
-        fontsize=8.5,
-        color="#444444",
-    )
-    _cells(ax, data_x, rows[2] + 0.66, None, rows=n, cols=d, cell=cell, colour=K_COLOUR, fill=0.3)
+    for x0, what, colour in (
+        (data_x, "rows picked by id", K_COLOUR),
+        (data_x + d * cell + 0.6, "rows 0..n-1", V_COLOUR),
+    ):
+        ax.text(x0, rows[2] + 0.85, what, ha="left", va="center", fontsize=8.5, color="#444444")
+        _cells(ax, x0, rows[2] + 0.66, None, rows=n, cols=d, cell=cell, colour=colour, fill=0.3)
     ax.text(data_x + d * cell + 0.3, rows[2] - 0.0, "+", fontsize=14, ha="center", va="center")
-    ax.text(
-        data_x + d * cell + 0.6,
-        rows[2] + 0.85,
-        "rows 0..n-1",
-        ha="left",
-        va="center",
-        fontsize=8.5,
-        color="#444444",
-    )
-    _cells(
-        ax,
-        data_x + d * cell + 0.6,
-        rows[2] + 0.66,
-        None,
-        rows=n,
-        cols=d,
-        cell=cell,
-        colour=V_COLOUR,
-        fill=0.3,
-    )
     ax.text(data_x + 2 * d * cell + 0.9, rows[2], "=", fontsize=14, ha="center", va="center")
     _cells(
         ax,

@@ -9,10 +9,13 @@ wrong, the mistake whose variant reproduces it is named.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from course_utils.chapters import SelfAttention_v1, SelfAttention_v2
 from course_utils.checks import _engine as E
@@ -22,13 +25,34 @@ ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 _NAMES = ("W_query", "W_key", "W_value")
 _PLAIN = E.Recipe(mask="none")  # chapter 02 has no causal mask yet
-_VARIANTS = E.with_mask(E.variants("scale", "axis", "projections"), "none")
+_VARIANTS = [  # the engine's variants, on chapter 02's unmasked attention
+    (bug, replace(r, mask="none") if r.mask == "future" else r)
+    for bug, r in E.variants("scale", "axis", "projections")
+]
 
 
 def _attend(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, r: E.Recipe = _PLAIN, x=None
 ) -> torch.Tensor:
     return E.attention(q, k, v, r, x=x)
+
+
+class DotT(TorchFunctionMode):
+    """Records the rank of every tensor whose ``.T`` is read (``ranks``): on more than two axes
+    ``.T`` reverses all of them (PyTorch warns once per process; a later release raises). The
+    property's getter reaches a torch function mode like any torch call, so nothing is patched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranks: list[int] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__self__", None) is torch.Tensor.T and args:
+            self.ranks.append(args[0].dim())
+            with warnings.catch_warnings():  # the check names this mistake itself
+                warnings.filterwarnings("ignore", message="The use of `x.T`")
+                return func(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
 
 
 # --------------------------------------------------------------------------- reading the projections
@@ -102,7 +126,7 @@ def _check_outputs(c: E.Check, cls: type, cases, seed: int, inputs: Callable, li
         x = inputs(i, n, d_in)
         bias = "" if qkv_bias is None else f", qkv_bias={qkv_bias}"
         where = f"With d_in={d_in}, d_out={d_out}{bias} and x of shape {tuple(x.shape)}:"
-        with E.DotT() if linear else contextlib.nullcontext() as dot_t:
+        with DotT() if linear else contextlib.nullcontext() as dot_t:
             try:
                 got = _run(c, module, x, f"forward on x of shape {tuple(x.shape)}")
             except AssertionError:
@@ -153,6 +177,8 @@ _CASES_2D = ((3, 5, 4), (3, 2, 6), (6, 3, 7), (4, 4, 4), (2, 6, 1))
 _BATCH_CASES = ((3, 5, 2, 4), (4, 2, 3, 6), (6, 3, 1, 5), (2, 2, 4, 1))
 # (d_in, d_out): square first, so a copy without transpose does not crash but is caught.
 _TRANSFER_CASES = ((4, 4), (3, 2), (2, 5))
+
+_KEEP_THE_REST = "copy the three weights into the existing Parameters (same dtype), nothing else."
 
 
 # --------------------------------------------------------------------------- the checks
@@ -216,9 +242,13 @@ def check_weight_transfer(fn: Callable[[nn.Module, nn.Module], object]) -> None:
             raise
         _check_transfer(c, v1, v2, v1_before, v2_before, where)
         x = E.randn(3, d_in, seed=700 + i)
-        with torch.no_grad():
-            if not E.same(v1(x), v2(x)):
-                raise c.bug("transfer_outputs_differ", where=where)
+        with torch.no_grad():  # a forward that now fails (e.g. float64 weights) is reported
+            outputs = [
+                c.call(m, x, what=f"{where} {m_name}(x) after the copy", hint=_KEEP_THE_REST)
+                for m_name, m in (("v1", v1), ("v2", v2))
+            ]
+        if not E.same(*outputs):
+            raise c.bug("transfer_outputs_differ", where=where)
     c.passed(f"v1 reproduces v2 exactly for {len(_TRANSFER_CASES)} sizes")
 
 

@@ -22,7 +22,29 @@ WRAPPER_CASES = (
     E.Case(3, 5, 4, 4, 8, num_heads=2, seed=1253),  # batch 3
 )
 WRAPPER_DROPOUT_CASE = E.Case(2, 5, 4, 3, 6, num_heads=2, seed=1254)
-WRAPPER_VARIANTS = E.variants("axis", "scale", "mask", "projections", "concat")
+WRAPPER_VARIANTS = [
+    *E.variants("axis", "scale", "mask", "projections"),
+    ("heads_wrong_order", E.Recipe(concat="reversed")),
+    ("concat_wrong_axis", E.Recipe(concat="dim0")),
+    ("concat_wrong_axis", E.Recipe(concat="dim1")),
+    ("stacked_heads", E.Recipe(concat="stack")),
+]
+
+
+def _wrapper_reference(
+    heads: list[dict[str, nn.Linear]],
+    x: torch.Tensor,
+    r: E.Recipe = E.RIGHT,
+    drop=E.NO_DROP,
+    trace: E.Trace | None = None,
+) -> torch.Tensor:
+    """Every head on its own, outputs concatenated: (b, n, num_heads * d_out)."""
+    outs = [E.head_attention(layers, x, r, drop, trace, unit) for unit, layers in enumerate(heads)]
+    if r.concat == "stack":
+        return torch.stack(outs)
+    if r.concat == "reversed":
+        outs = outs[::-1]
+    return torch.cat(outs, dim={"last": -1, "reversed": -1, "dim0": 0, "dim1": 1}[r.concat])
 
 
 def _wrapper_heads(
@@ -64,7 +86,7 @@ def check_multihead_wrapper(cls: type) -> None:
     c = E.Check("check_multihead_wrapper")
     c.ensure_class(cls, "a class such as MultiHeadAttentionWrapper")
     reference = E.chapters().MultiHeadAttentionWrapper
-    layer = E.Layer(_wrapper_heads, E.wrapper_reference, WRAPPER_VARIANTS, reference)
+    layer = E.Layer(_wrapper_heads, _wrapper_reference, WRAPPER_VARIANTS, reference)
     E.check_layer(c, cls, layer, WRAPPER_CASES, WRAPPER_DROPOUT_CASE)
     c.passed(
         f"matches {len(WRAPPER_CASES)} multi-head configurations (2 and 3 heads, batch 1 to 3, "

@@ -1,9 +1,8 @@
 """Chapter 07's measuring tools: check an attention variant against a reference layer (output,
 output under no_grad, input gradient), time a call (``torch.utils.benchmark.Timer``: warm-up,
-median, interquartile range), measure its peak memory (CUDA's statistics or the profiler's memory
-events), measure the machine's ceilings (matmul peak, copy bandwidth) and draw a roofline.
-The sweep over every variant and length (a wrong variant is never timed) is ``make bench``:
-``tools/bench.py``.
+median, interquartile range), measure the machine's ceilings (matmul peak, copy bandwidth) and
+draw a roofline. The sweep over every variant and length (a wrong variant is never timed, the
+reference layer and the peak memory) is ``make bench``: ``tools/bench.py``, ``tools/bench_sweep.py``.
 """
 
 from __future__ import annotations
@@ -16,15 +15,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_utils.chapters import MultiHeadAttention
 from course_utils.validation import CourseInputError, expect_int, expect_tensor
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-TOLERANCE = {
-    torch.float32: 1e-4,
-    torch.bfloat16: 3e-2,
-    torch.float16: 5e-3,
-}  # relative to the largest value
+# the largest difference each dtype may have, relative to the reference's largest value
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 5e-3}
 
 LABELS = {
     "wrapper": "(1) wrapper of causal heads",
@@ -37,22 +32,6 @@ LABELS = {
     "flex": "(8) FlexAttention",
     "sdpa_inverted_mask": "SDPA, inverted mask (bug on purpose)",
 }
-
-
-def make_reference(
-    d_model: int = 768,
-    num_heads: int = 12,
-    context_length: int = 1024,
-    *,
-    qkv_bias: bool = False,
-    seed: int = 123,
-) -> MultiHeadAttention:
-    """Chapter 05's layer with seeded weights (dropout 0, CPU, float32, eval mode)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return MultiHeadAttention(
-            d_model, d_model, context_length, 0.0, num_heads, qkv_bias=qkv_bias
-        ).eval()
 
 
 # ----------------------------------------------------------------------------- checking
@@ -105,32 +84,20 @@ def compare_to_expected(
     ):
         if got.shape != expected.shape:
             verdict = f"the {what} has the wrong shape"
-            return CheckResult(
-                False,
-                math.inf,
-                verdict,
-                f"{verdict}: {tuple(got.shape)}, not {tuple(expected.shape)}",
-            )
+            detail = f"{verdict}: {tuple(got.shape)}, not {tuple(expected.shape)}"
+            return CheckResult(False, math.inf, verdict, detail)
         err, nonfinite = _difference(got, expected)
         if err > tol:
             verdict = f"the {what} differs from the reference"
             also = "; it also holds NaN or inf" if nonfinite else ""
-            return CheckResult(
-                False,
-                err,
-                verdict,
-                f"{verdict} by {err:.2e} of its largest value (tolerance {tol:.0e}){also}",
-            )
+            detail = f"{verdict} by {err:.2e} of its largest value (tolerance {tol:.0e}){also}"
+            return CheckResult(False, err, verdict, detail)
         if nonfinite:
             verdict = f"the {what} holds NaN or inf where the reference has numbers"
             return CheckResult(False, math.nan, verdict, verdict)
         worst = max(worst, err)
-    return CheckResult(
-        True,
-        worst,
-        "matches the reference",
-        f"matches the reference (largest difference {worst:.1e})",
-    )
+    detail = f"matches the reference (largest difference {worst:.1e})"
+    return CheckResult(True, worst, "matches the reference", detail)
 
 
 def check_variant(
@@ -150,9 +117,8 @@ def check_variant(
             raise CourseInputError(f"{name} must be an nn.Module, but got {type(m).__name__}.")
     with torch.no_grad():
         width = reference(x.float()).shape[-1]
-    g = torch.randn(*x.shape[:-1], width, generator=torch.Generator().manual_seed(seed)).to(
-        x.device
-    )
+    upstream = torch.Generator().manual_seed(seed)
+    g = torch.randn(*x.shape[:-1], width, generator=upstream).to(x.device)
     expected = expected_results(reference.float(), x.float(), g)
     return compare_to_expected(module, x, g.to(x.dtype), *expected, tolerance)
 
@@ -194,39 +160,6 @@ def measure_time(
         statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else (times[0],) * 3
     )
     return Timing(statistics.median(times) * 1e3, (q3 - q1) * 1e3, len(times))
-
-
-def measure_peak_memory(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:
-    """Bytes of extra memory one call of ``fn()`` holds at its peak: on CUDA from its memory
-    statistics, on the CPU from the profiler's memory events replayed in order (an operation's
-    allocations count from its start, its releases from its end)."""
-    if not callable(fn):
-        raise CourseInputError(f"fn must be callable, but got {type(fn).__name__}.")
-    device = torch.device(device)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        fn()
-        torch.cuda.synchronize(device)
-        return max(0, torch.cuda.max_memory_allocated(device) - before)
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    changes = sorted(
-        (
-            e.time_range.start if e.self_cpu_memory_usage > 0 else e.time_range.end,
-            e.self_cpu_memory_usage,
-        )
-        for e in prof.events()
-        if e.self_cpu_memory_usage
-    )
-    live = peak = 0
-    for _, size in changes:
-        live += size
-        peak = max(peak, live)
-    return peak
 
 
 @dataclass(frozen=True)

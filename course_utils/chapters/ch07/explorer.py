@@ -83,22 +83,11 @@ def draw_memory(fig, view: MemoryView) -> None:
     lengths = view.lengths.numpy()
     if not h:
         ax = fig.add_subplot()
-        (h["scores"],) = ax.plot(
-            lengths,
-            view.score_bytes.numpy(),
-            color=P.QUERY_COLOUR,
-            linewidth=2,
-            label="scores / weights (b, h, n, n): grows like n²",
-            animated=True,
-        )
-        (h["acts"],) = ax.plot(
-            lengths,
-            view.activation_bytes.numpy(),
-            color=P.KEY_COLOUR,
-            linewidth=2,
-            label="activations (b, n, d): grows like n",
-            animated=True,
-        )
+        for key, colour, label in (
+            ("scores", P.QUERY_COLOUR, "scores / weights (b, h, n, n): grows like n²"),
+            ("acts", P.KEY_COLOUR, "activations (b, n, d): grows like n"),
+        ):
+            (h[key],) = ax.plot([], [], color=colour, linewidth=2, label=label, animated=True)
         _gpu_lines(ax, (16, 80), lengths[0], 2**30, 1.25)
         for key, colour, dy, ha, va in (
             ("s", P.QUERY_COLOUR, 6, "right", "bottom"),
@@ -136,8 +125,8 @@ def draw_memory(fig, view: MemoryView) -> None:
         P.plain_axes(ax, "sequence length n (tokens)", "memory for one layer", which="major")
         ax.legend(fontsize=9, loc="upper left", frameon=False)
         h["ax"] = ax
-    h["scores"].set_ydata(view.score_bytes.numpy())
-    h["acts"].set_ydata(view.activation_bytes.numpy())
+    h["scores"].set_data(lengths, view.score_bytes.numpy())
+    h["acts"].set_data(lengths, view.activation_bytes.numpy())
     for key, value in (("s", view.score_now), ("a", view.activation_now)):
         h[f"dot_{key}"].set_data([view.n], [value])
         h[f"text_{key}"].xy = (view.n, value)

@@ -4,9 +4,10 @@ its numbers (``mistakes.txt`` beside this file)."""
 
 from __future__ import annotations
 
-import copy
 import math
 from functools import partial
+from itertools import product
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -19,9 +20,20 @@ from course_utils.checks._engine.watch import tree_flatten
 # Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (attention itself was 01-05's)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
+
 # --------------------------------------------------------------------------- train_step
-# (vocab, width, batch, tokens, seed); three steps each, so gradients left over from step 1 show.
-STEP_CASES = ((7, 5, 3, 6, 801), (11, 4, 2, 9, 802))
+class StepCase(NamedTuple):
+    """A model (embedding, dropout, linear) of ``vocab`` tokens and ``width`` features, trained three
+    steps (so that gradients left over from step 1 show) on batches of (batch, tokens) token ids."""
+
+    vocab: int
+    width: int
+    batch: int
+    tokens: int
+    seed: int
+
+
+STEP_CASES = (StepCase(7, 5, 3, 6, 801), StepCase(11, 4, 2, 9, 802))
 STEP_BUGS = (
     "grad_not_zeroed",
     "loss_on_probabilities",
@@ -29,11 +41,8 @@ STEP_BUGS = (
     "loss_shifted_again",
     "step_eval_mode",
 )
-LR, MOMENTUM, DROPOUT = (
-    0.5,
-    0.9,
-    0.3,
-)  # momentum: the optimizer has state; dropout: train mode matters
+# momentum: the optimizer has state; dropout: train mode matters
+LR, MOMENTUM, DROPOUT = 0.5, 0.9, 0.3
 GRAPH_HINT = (
     "the backward pass needs a graph: compute the logits with gradients on (no torch.no_grad() "
     "around the forward pass, no .detach())."
@@ -58,16 +67,17 @@ def _reference_step(model, optimizer, inputs, targets, bug=None):
     return loss.item()
 
 
-def _student_step(c, step, model, optimizer, x, y, i):
-    """Call i of the student's train_step, probed: inputs kept, a number returned, the weights updated
-    by the optimizer given."""
+def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
+    """Call i of the student's ``step(*args)``, args being (model, optimizer, inputs, targets), probed:
+    inputs kept, a number returned, the weights updated by the optimizer given."""
+    model, optimizer, x, y = args
     before = [p.detach().clone() for p in model.parameters()]
     x_kept, y_kept = x.clone(), y.clone()
     backward_ran = []
     hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
     try:
-        loss = c.call(step, model, optimizer, x, y, what=what, hint=GRAPH_HINT)
+        loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
     finally:
         for h in hooks:
             h.remove()
@@ -77,9 +87,7 @@ def _student_step(c, step, model, optimizer, x, y, i):
         raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         loss = loss.item()
-    elif (
-        type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
-    ):  # np.float32, a 0-d array
+    elif type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1:  # a NumPy number
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
@@ -99,17 +107,22 @@ def _student_step(c, step, model, optimizer, x, y, i):
     return float(loss)
 
 
-def _run_steps(step, base, batches, seed, c=None):
-    """Losses and final weights of ``step`` on a copy of ``base`` (dropout seeded per step);
-    with the check ``c``: it is the student's, probed."""
-    model = copy.deepcopy(base)
+def _run_steps(step, case: StepCase, c: E.Check | None = None):
+    """Losses and final weights of three calls of ``step`` on the case's model, made afresh from its
+    seed, each call with dropout seeded; with the check ``c``: the student's step, probed."""
+    torch.manual_seed(case.seed)
+    model = nn.Sequential(
+        nn.Embedding(case.vocab, case.width), nn.Dropout(DROPOUT), nn.Linear(case.width, case.vocab)
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    losses = []
-    for i, (x, y) in enumerate(batches):
-        torch.manual_seed(seed + i)
-        losses.append(
-            _student_step(c, step, model, optimizer, x, y, i) if c else step(model, optimizer, x, y)
-        )
+    g, losses = E.generator(case.seed), []
+    for i in range(3):
+        x = torch.randint(case.vocab, (case.batch, case.tokens), generator=g)  # (b, n)
+        y = torch.randint(case.vocab, (case.batch, case.tokens), generator=g)  # (b, n)
+        y[:, :2] = -100  # positions without a target, as in the look-back task
+        torch.manual_seed(case.seed + i)
+        args = (model, optimizer, x, y)
+        losses.append(_student_step(c, step, args, i) if c else step(*args))
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
     return torch.tensor(losses, dtype=torch.float64), weights
 
@@ -120,28 +133,17 @@ def check_train_step(train_step) -> None:
     c = E.Check("check_train_step")
     c.ensure_callable(train_step, "a function train_step(model, optimizer, inputs, targets)")
     with E.preserved_rng():
-        for vocab, width, b, n, seed in STEP_CASES:
-            torch.manual_seed(seed)
-            base = nn.Sequential(
-                nn.Embedding(vocab, width), nn.Dropout(DROPOUT), nn.Linear(width, vocab)
-            )
-            g = E.generator(seed)
-            batches = []
-            for _ in range(3):
-                x = torch.randint(vocab, (b, n), generator=g)  # (b, n)
-                y = torch.randint(vocab, (b, n), generator=g)  # (b, n)
-                y[:, :2] = -100  # positions without a target, as in the look-back task
-                batches.append((x, y))
+        for case in STEP_CASES:
             where = (
-                f"With a {vocab}-token model (dropout {DROPOUT}, in train mode), batches of shape {(b, n)}, "
-                f"three steps of SGD(lr={LR}, momentum={MOMENTUM}):"
+                f"With a {case.vocab}-token model (dropout {DROPOUT}, in train mode), batches of "
+                f"shape {(case.batch, case.tokens)}, three steps of SGD(lr={LR}, momentum={MOMENTUM}):"
             )
-            got = _run_steps(train_step, base, batches, seed, c)
-            want = _run_steps(_reference_step, base, batches, seed)
+            got = _run_steps(train_step, case, c)
+            want = _run_steps(_reference_step, case)
             if E.same(got[0], want[0]) and E.same(got[1], want[1]):
                 continue
             for bug in STEP_BUGS:
-                variant = _run_steps(partial(_reference_step, bug=bug), base, batches, seed)
+                variant = _run_steps(partial(_reference_step, bug=bug), case)
                 if E.same(got[0], variant[0]) and E.same(got[1], variant[1]):
                     raise c.bug(bug, where)
             if not E.same(got[0], want[0]):
@@ -224,9 +226,7 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
     first = _draws(c, sample, batch, temperature, what, probe)
     ids = first.long().cpu()
-    ids = torch.where(
-        (ids >= 0) & (ids < vocab), ids, vocab
-    )  # an id out of range counts for no token
+    ids = torch.where((ids >= 0) & (ids < vocab), ids, vocab)  # an id out of range: no token
     freq = torch.bincount(ids, minlength=vocab + 1)[:vocab].double() / draws
     logits = torch.tensor(row, dtype=torch.float64)
     expected = torch.softmax(logits / temperature, dim=-1)
@@ -251,12 +251,9 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
             f"For {what}: the {k + 1} most likely tokens came up {cum_freq[k]:.3f} of the time, expected "
             f"{expected[order][: k + 1].sum():.3f}."
         )
-    greedy = F.one_hot(logits.argmax(), vocab).double()
+    greedy = "always_greedy" if temperature == TEMPERATURES[0] else "greedy_at_low_temperature"
     variants = [
-        (
-            "always_greedy" if temperature == TEMPERATURES[0] else "greedy_at_low_temperature",
-            greedy,
-        ),
+        (greedy, F.one_hot(logits.argmax(), vocab).double()),
         ("temperature_after_softmax", torch.softmax(logits, dim=-1)),
         ("temperature_multiplied", torch.softmax(logits * temperature, dim=-1)),
         ("sample_softmax_over_batch", torch.full((vocab,), 1 / vocab, dtype=torch.float64)),
@@ -265,9 +262,8 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     for bug, probs in variants:
         if _distance(cum_freq, probs[order], draws) <= Z:
             raise c.bug(bug, shown, temperature=temperature)
-    kept = (
-        torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
-    )  # row m: the m + 1 likeliest
+    # row m: the m + 1 likeliest tokens only
+    kept = torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
     distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
     if distances.min() <= Z:
         raise c.bug(
@@ -292,9 +288,7 @@ def check_sample_next_token(sample) -> None:
         got = _ids(c, _draw(c, sample, logits, 0, 1, what), what, 6)
         if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
             raise c.bug("greedy_not_argmax", f"For {what}:")
-        for i, (row, temperature) in enumerate(
-            [(r, t) for r in SAMPLE_LOGITS for t in TEMPERATURES]
-        ):
+        for i, (row, temperature) in enumerate(product(SAMPLE_LOGITS, TEMPERATURES)):
             _check_frequencies(c, sample, row, temperature, probe=i == 0)
         _check_frequencies(c, sample, WIDE, 1.0)
         _check_frequencies(c, sample, VAST, 1.0, draws=VAST_DRAWS)
@@ -305,22 +299,51 @@ def check_sample_next_token(sample) -> None:
 
 
 # --------------------------------------------------------------------------- attend_with_cache
-# (batch, d_in, d_out, heads, context_length, how many new tokens each call brings, qkv_bias, seed)
+class CacheCase(NamedTuple):
+    """MultiHeadAttention(d_in, d_out, context_length, 0.0, heads, qkv_bias) on a batch of texts whose
+    tokens arrive ``chunks`` at a time (how many new tokens each call brings)."""
+
+    batch: int
+    d_in: int
+    d_out: int
+    heads: int
+    context_length: int
+    chunks: tuple[int, ...]
+    qkv_bias: bool
+    seed: int
+
+    def layer(self) -> nn.Module:
+        torch.manual_seed(self.seed)
+        return (
+            E.chapters()
+            .MultiHeadAttention(
+                self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
+            )
+            .eval()
+        )
+
+    def text(self, seed: int) -> torch.Tensor:  # (batch, n, d_in)
+        return E.randn(self.batch, sum(self.chunks), self.d_in, seed=seed)
+
+
 CACHE_CASES = (
-    (2, 6, 8, 2, 10, (3, 1, 1, 2, 1), True, 821),
-    (1, 4, 12, 3, 8, (1, 1, 1, 1, 1, 1, 1), False, 822),
-    (2, 5, 4, 1, 7, (4, 3), False, 823),
+    CacheCase(2, 6, 8, 2, 10, (3, 1, 1, 2, 1), True, 821),
+    CacheCase(1, 4, 12, 3, 8, (1, 1, 1, 1, 1, 1, 1), False, 822),
+    CacheCase(2, 5, 4, 1, 7, (4, 3), False, 823),
 )
-CACHE_BUGS = (
-    "cache_attend_before_append",
-    "cache_not_accumulated",
-    "cache_mask_top_left",
-    "cache_chunk_unmasked",
-    "cache_not_scaled",
-    "cache_values_from_keys",
-    "cache_heads_interleaved",
-    "cache_no_out_proj",
-    "cache_qkv_bias_dropped",
+# (mistake, shift): the cached step with that mistake switched on, its mask's rows moved by shift
+CACHE_VARIANTS = (
+    ("cache_attend_before_append", 0),
+    ("cache_not_accumulated", 0),
+    ("cache_mask_top_left", 0),
+    ("cache_chunk_unmasked", 0),
+    ("cache_not_scaled", 0),
+    ("cache_values_from_keys", 0),
+    ("cache_heads_interleaved", 0),
+    ("cache_no_out_proj", 0),
+    ("cache_qkv_bias_dropped", 0),
+    ("cache_mask_offset", 1),
+    ("cache_mask_offset", -1),
 )
 
 
@@ -367,14 +390,12 @@ class _KeyRows(TorchFunctionMode):
 
     def __init__(self, attn: nn.Module, batch: int) -> None:
         super().__init__()
-        self.own = {
-            E.storage(t) for t in (*attn.parameters(), *attn.buffers())
-        }  # and what is made from them
-        self.key, self.per_row, self.rows = (
-            {E.storage(attn.W_key.weight)},
-            attn.W_key.in_features * batch,
-            0,
-        )
+        # the storages of the layer's own tensors, of W_key's weight, and (below) of what is made
+        # from them alone
+        self.own = {E.storage(t) for t in (*attn.parameters(), *attn.buffers())}
+        self.key = {E.storage(attn.W_key.weight)}
+        self.per_row = attn.W_key.in_features * batch
+        self.rows = 0
         self.made = []  # kept alive, so that their storages' addresses stay theirs
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -382,9 +403,8 @@ class _KeyRows(TorchFunctionMode):
         places = [E.storage(t) for t in tensors]
         result = func(*args, **(kwargs or {}))
         data = [t.numel() for t, p in zip(tensors, places) if p not in self.own]
-        if (
-            places and not data
-        ):  # made from the layer's own tensors (W_key.weight.T, torch.cat of weights)
+        # made from the layer's own tensors alone (W_key.weight.T, torch.cat of weights)
+        if places and not data:
             made = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
             self.made += made
             new = {E.storage(t) for t in made} - {0}
@@ -419,71 +439,53 @@ def check_attend_with_cache(attend_with_cache) -> None:
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise c.bug("cache_not_returned", f"{what} returned {type(result).__name__}.")
         out, cache = result
-        cache_dtypes.update(
-            t.dtype
-            for t in tree_flatten(cache)[0]
-            if isinstance(t, torch.Tensor) and t.is_floating_point()
-        )
+        tensors = [t for t in tree_flatten(cache)[0] if isinstance(t, torch.Tensor)]
+        cache_dtypes.update(t.dtype for t in tensors if t.is_floating_point())
         shape = (*x_part.shape[:2], attn.out_proj.out_features)  # (b, m, d_out)
         return c.expect_tensor_output(out, f"the output of {what}", shape), cache
 
     with E.preserved_rng(), torch.no_grad():
-        for b, d_in, d_out, heads, context, chunks, bias, seed in CACHE_CASES:
-            torch.manual_seed(seed)
-            attn = (
-                E.chapters()
-                .MultiHeadAttention(d_in, d_out, context, 0.0, heads, qkv_bias=bias)
-                .eval()
-            )
-            x = E.randn(b, sum(chunks), d_in, seed=seed)  # (b, n, d_in)
+        for case in CACHE_CASES:
+            attn, x = case.layer(), case.text(case.seed)  # x: (b, n, d_in)
             want = attn(x)  # (b, n, d_out): the whole text at once
-            where = f"With {heads} head(s), d_out={d_out}, qkv_bias={bias}, tokens arriving {list(chunks)} per call:"
+            where = (
+                f"With {case.heads} head(s), d_out={case.d_out}, qkv_bias={case.qkv_bias}, tokens "
+                f"arriving {list(case.chunks)} per call:"
+            )
             key_rows.clear()
-            got = _run_cached(student, attn, x, chunks)
+            got = _run_cached(student, attn, x, case.chunks)
             if not E.same(got, want):
                 if torch.isnan(got).all():
                     raise c.bug("cache_mask_times_inf", where)
-                variants = [(bug, 0) for bug in CACHE_BUGS] + [
-                    ("cache_mask_offset", 1),
-                    ("cache_mask_offset", -1),
-                ]
-                for bug, shift in variants:
+                for bug, shift in CACHE_VARIANTS:
                     step = partial(_cached_variant, bug=bug, shift=shift)
-                    if E.same(got, _run_cached(step, attn, x, chunks)):
+                    if E.same(got, _run_cached(step, attn, x, case.chunks)):
                         raise c.bug(bug, where)
                 if cache_dtypes - {x.dtype}:
                     raise c.bug("cache_dtype_changed", where, dtypes=sorted(map(str, cache_dtypes)))
-                bad = ~torch.isclose(
-                    got.double(), want.double(), rtol=E.RTOL, atol=E.ATOL
-                )  # NaN counts as bad
-                first = int(bad.any(dim=2).any(dim=0).int().argmax())
+                # the first token whose output differs (NaN counts as differing)
+                close = torch.isclose(got.double(), want.double(), rtol=E.RTOL, atol=E.ATOL)
+                first = int((~close).any(dim=2).any(dim=0).int().argmax())
                 raise c.fail(
                     f"{where} the outputs differ from the full layer's, first at token {first}.",
                     "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
                     "with rows past .. past + m - 1 of attn.mask.",
                 )
-            if any(r > m for r, m in zip(key_rows, chunks)):
-                raise c.bug(
-                    "cache_recomputes_keys", where, rows=list(key_rows), chunks=list(chunks)
-                )
-            x = E.randn(
-                b, sum(chunks), d_in, seed=seed + 1
-            )  # a second text, from an empty cache again
+            if any(r > m for r, m in zip(key_rows, case.chunks)):
+                raise c.bug("cache_recomputes_keys", where, rows=key_rows, chunks=list(case.chunks))
+            x = case.text(case.seed + 1)  # a second text, from an empty cache again
             try:
-                second = _run_cached(student, attn, x, chunks)
+                second = _run_cached(student, attn, x, case.chunks)
             except E.CheckFailure as failure:  # a crash too: the first text passed
                 second = failure
             if not E.same(second, attn(x)):
                 raise c.bug("cache_kept_outside", where)
-        E.probe_device(
-            c,
-            attn,
-            (x[:, :2], x[:, 2:4]),
-            f"With {heads} head(s), a prompt of 2 tokens, then 2 more:",
-            fn=lambda prompt, more: attend_with_cache(
-                attn, more, attend_with_cache(attn, prompt, None)[1]
-            ),
-        )
+
+        def prompt_then_more(prompt, more):
+            return attend_with_cache(attn, more, attend_with_cache(attn, prompt, None)[1])
+
+        where = f"With {case.heads} head(s), a prompt of 2 tokens, then 2 more:"
+        E.probe_device(c, attn, (x[:, :2], x[:, 2:4]), where, fn=prompt_then_more)
     c.passed(
         f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
         "tokens, then one or more at a time), projecting only the new tokens",

@@ -6,13 +6,14 @@ import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from course_utils import plotting as P
 from course_utils._explorer_parts import _title, _visible, slider_style
 from course_utils.plotting import Heat, explorer, handles
-from course_utils.validation import CourseInputError, expect_tensor
+from course_utils.validation import CourseInputError, expect_int, expect_tensor
 
 __all__ = [
     "SNAPSHOT_KEYS",
@@ -52,7 +53,18 @@ class TrainingView:
     loss_top: float  # the largest loss of the whole run: the y range of the loss curve
 
 
+def _finite_numbers(values: object) -> bool:
+    """Whether ``values`` is a list (or another sequence, not a string) of finite numbers."""
+    return (
+        isinstance(values, Sequence)
+        and not isinstance(values, (str, bytes))
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        and all(math.isfinite(v) for v in values)
+    )
+
+
 def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
+    """``snapshots[i]`` checked and in the explorer's form; ``previous``: the snapshot before it."""
     what = f"snapshots[{i}]"
     if not isinstance(raw, Mapping):
         raise CourseInputError(
@@ -64,9 +76,7 @@ def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
         raise CourseInputError(
             f"{what} lacks the key(s) {missing}: each snapshot needs {list(SNAPSHOT_KEYS)}."
         )
-    step = raw["step"]
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise CourseInputError(f"{what}['step'] must be an int of at least 0, but got {step!r}.")
+    step = expect_int(raw["step"], f"{what}['step']", minimum=0)
     if previous is not None and step <= previous.step:
         raise CourseInputError(
             f"the snapshots must be in training order, but {what}['step'] = {step} "
@@ -75,14 +85,7 @@ def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
     losses = raw["losses"]
     if isinstance(losses, torch.Tensor):
         losses = losses.detach().cpu().flatten().tolist()
-    if (
-        isinstance(losses, (str, bytes))
-        or not isinstance(losses, Sequence)
-        or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            for v in losses
-        )
-    ):
+    if not _finite_numbers(losses):
         raise CourseInputError(
             f"{what}['losses'] must be a list of finite numbers (the loss of every step so "
             f"far), but got {type(raw['losses']).__name__} {str(raw['losses'])[:60]}."
@@ -130,11 +133,7 @@ def training_snapshots(snapshots: object) -> tuple[Snapshot, ...]:
     a (heads, n, n) or (n, n) tensor, the same shape in every snapshot), ``labels`` (n
     strings, one per token of that input) and ``sample`` (a generated text).
     """
-    if (
-        isinstance(snapshots, Mapping)
-        or not isinstance(snapshots, Sequence)
-        or isinstance(snapshots, str)
-    ):
+    if isinstance(snapshots, (Mapping, str)) or not isinstance(snapshots, Sequence):
         raise CourseInputError(
             f"snapshots must be a list of dicts (one per saved step), "
             f"but got a {type(snapshots).__name__}."
@@ -232,10 +231,8 @@ def training_explorer(snapshots: object, step: int | None = None) -> None:
     """Slide over the snapshots saved during training: the attention maps, the loss so far and a sample.
 
     Args:
-        snapshots: a list of dicts saved while training, each with ``step``, ``losses`` (every
-            step's loss so far), ``weights`` ((heads, n, n) maps on one fixed input), ``labels``
-            (one per token of that input) and ``sample`` (a generated text); see
-            :func:`training_snapshots`.
+        snapshots: a list of dicts saved while training, each with ``step``, ``losses``,
+            ``weights``, ``labels`` and ``sample``, as :func:`training_snapshots` describes them.
         step: the step shown first (one of the snapshots' steps); the last one by default.
 
     Nothing is retrained when the slider moves: every picture comes from the snapshots.
@@ -253,7 +250,7 @@ def training_explorer(snapshots: object, step: int | None = None) -> None:
         )
     else:
         index = steps.index(step)
-    heads = checked[0].weights.shape[0]
+    figsize = (max(8.4, 2.1 * checked[0].weights.shape[0]), 5.0)  # wider for more heads
 
     def controls(widgets):
         return {
@@ -266,9 +263,5 @@ def training_explorer(snapshots: object, step: int | None = None) -> None:
         }
 
     explorer(
-        lambda index: training_data(checked, index),
-        draw_training,
-        {"index": index},
-        controls,
-        figsize=(max(8.4, 2.1 * heads), 5.0),
+        partial(training_data, checked), draw_training, {"index": index}, controls, figsize=figsize
     )

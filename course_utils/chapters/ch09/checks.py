@@ -7,7 +7,9 @@ so a wrong answer is named by finding the switch that reproduces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 import torch
 
@@ -85,14 +87,37 @@ def _same_dtype(c: E.Check, got: torch.Tensor, given: torch.Tensor, what: str, a
         raise c.bug("output_dtype_changed", what=what, got=got.dtype, expected=given.dtype, arg=arg)
 
 
-def _probe_devices(c: E.Check, probes: list) -> None:
+class DeviceProbe(NamedTuple):
+    """``call(*inputs)`` run again as if its inputs were on another device; ``where``: the case."""
+
+    where: str
+    inputs: tuple[torch.Tensor, ...]
+    call: Callable
+
+
+def _probe_devices(c: E.Check, probes: list[DeviceProbe]) -> None:
     """After every value check (a wrong value is named first): each case again as if on another device."""
-    for where, inputs, call in probes:
-        E.probe_device(c, None, inputs, where, fn=call)
+    for probe in probes:
+        E.probe_device(c, None, probe.inputs, probe.where, fn=probe.call)
 
 
 # --------------------------------------------------------------------------- sliding_window_mask
-WINDOW_CASES = ((6, 6, 3), (5, 5, 1), (7, 7, 10), (2, 8, 3), (1, 9, 4), (3, 9, 9))
+class WindowCase(NamedTuple):
+    """A mask for the last ``n_q`` of ``n_k`` positions, each query seeing ``window`` keys."""
+
+    n_q: int
+    n_k: int
+    window: int
+
+
+WINDOW_CASES = (
+    WindowCase(6, 6, 3),
+    WindowCase(5, 5, 1),
+    WindowCase(7, 7, 10),  # a window longer than the text
+    WindowCase(2, 8, 3),
+    WindowCase(1, 9, 4),
+    WindowCase(3, 9, 9),
+)
 WINDOW_BUGS = (
     ("window_inverted", {"inverted": True}),
     ("window_cut_short", {"extra": -1}),
@@ -109,7 +134,8 @@ def check_sliding_window_mask(fn) -> None:
     c = E.Check("check_sliding_window_mask")
     c.ensure_callable(fn, "a function sliding_window_mask(n_queries, n_keys, window, device=None)")
     with E.isolated():
-        for n_q, n_k, window in WINDOW_CASES:
+        for case in WINDOW_CASES:
+            n_q, n_k, window = case.n_q, case.n_k, case.window
             what = f"sliding_window_mask({n_q}, {n_k}, {window})"
             got = c.expect_tensor_output(c.call(fn, n_q, n_k, window, what=what), what, (n_q, n_k))
             if got.dtype != torch.bool:
@@ -141,11 +167,22 @@ def check_sliding_window_mask(fn) -> None:
 
 
 # --------------------------------------------------------------------------- attend_new_tokens
+class CacheCase(NamedTuple):
+    """q of the ``n_q`` newest tokens against k and v of all ``n_k``: (batch, heads, n, head_dim)."""
+
+    batch: int
+    heads: int
+    n_q: int
+    n_k: int
+    head_dim: int
+    seed: int
+
+
 CACHE_CASES = (
-    (2, 2, 3, 7, 4, 901),
-    (1, 3, 2, 5, 8, 902),
-    (2, 1, 4, 4, 4, 903),
-    (1, 2, 1, 6, 4, 904),
+    CacheCase(2, 2, 3, 7, 4, 901),
+    CacheCase(1, 3, 2, 5, 8, 902),
+    CacheCase(2, 1, 4, 4, 4, 903),  # as many new tokens as keys: the prompt
+    CacheCase(1, 2, 1, 6, 4, 904),
 )
 
 
@@ -156,11 +193,12 @@ def check_attend_new_tokens(fn) -> None:
     c = E.Check("check_attend_new_tokens")
     c.ensure_callable(fn, "a function attend_new_tokens(q, k, v)")
     with E.isolated():
-        probes = []  # (where, inputs, call)
-        for b, h, n_q, n_k, hd, seed in CACHE_CASES:
-            q = E.randn(b, h, n_q, hd, seed=seed)  # (b, h, n_q, hd): the newest tokens
-            k = E.randn(b, h, n_k, hd, seed=seed + 10)  # (b, h, n_k, hd): all tokens
-            v = E.randn(b, h, n_k, hd, seed=seed + 20)  # (b, h, n_k, hd)
+        probes: list[DeviceProbe] = []
+        for case in CACHE_CASES:
+            b, h, n_q, n_k, hd = case.batch, case.heads, case.n_q, case.n_k, case.head_dim
+            q = E.randn(b, h, n_q, hd, seed=case.seed)  # (b, h, n_q, hd): the newest tokens
+            k = E.randn(b, h, n_k, hd, seed=case.seed + 10)  # (b, h, n_k, hd): all tokens
+            v = E.randn(b, h, n_k, hd, seed=case.seed + 20)  # (b, h, n_k, hd)
             what = f"attend_new_tokens(q, k, v) with {n_q} new tokens and {n_k} keys"
             got = c.expect_tensor_output(
                 c.call_pure(fn, (q, k, v), what=what), what, (b, h, n_q, hd)
@@ -178,7 +216,8 @@ def check_attend_new_tokens(fn) -> None:
                 in_dtype_of_got=True,
             )
             _same_dtype(c, got, q, what, "q")
-            probes.append((f"For {what}, q, k and v on another device:", (q, k, v), fn))
+            where = f"For {what}, q, k and v on another device:"
+            probes.append(DeviceProbe(where, (q, k, v), fn))
         _probe_devices(c, probes)
     c.passed(
         f"equals full causal attention on {len(CACHE_CASES)} cases (1 to 4 new tokens, 4 to 7 keys)",
@@ -186,7 +225,19 @@ def check_attend_new_tokens(fn) -> None:
 
 
 # --------------------------------------------------------------------------- padded_causal_attention
-PADDING_CASES = (((5, 2, 3), "left", 911), ((3, 5, 1), "right", 912), ((4, 1), "left", 913))
+class PaddingCase(NamedTuple):
+    """A batch of texts of ``lengths`` real tokens, padded on ``side`` to the longest."""
+
+    lengths: tuple[int, ...]
+    side: str
+    seed: int
+
+
+PADDING_CASES = (
+    PaddingCase((5, 2, 3), "left", 911),
+    PaddingCase((3, 5, 1), "right", 912),
+    PaddingCase((4, 1), "left", 913),
+)
 
 
 def check_padded_causal_attention(fn) -> None:
@@ -196,11 +247,12 @@ def check_padded_causal_attention(fn) -> None:
     c = E.Check("check_padded_causal_attention")
     c.ensure_callable(fn, "a function padded_causal_attention(q, k, v, real)")
     with E.isolated():
-        probes = []  # (where, inputs, call)
-        for lengths, side, seed in PADDING_CASES:
+        probes: list[DeviceProbe] = []
+        for case in PADDING_CASES:
+            lengths, side = case.lengths, case.side
             b, n = len(lengths), max(lengths)
             real = E.chapters().padding_mask(lengths, n, side)  # (b, n)
-            q, k, v = (E.randn(b, 2, n, 4, seed=seed + i) for i in range(3))
+            q, k, v = (E.randn(b, 2, n, 4, seed=case.seed + i) for i in range(3))
             causal = torch.ones(n, n, dtype=torch.bool).tril()
             keep = causal & real[:, None, None, :]  # (b, 1, n, n)
             what = f"padded_causal_attention(q, k, v, real) with {side} padding, lengths {list(lengths)}"
@@ -230,7 +282,8 @@ def check_padded_causal_attention(fn) -> None:
             if not torch.isfinite(got).all():
                 raise c.bug("padding_nan_rows", f"For {what}:")
             _same_dtype(c, got, q, what, "q")
-            probes.append((f"For {what}, every input on another device:", (q, k, v, real), fn))
+            where = f"For {what}, every input on another device:"
+            probes.append(DeviceProbe(where, (q, k, v, real), fn))
         _probe_devices(c, probes)
     c.passed(
         f"right at every real token on {len(PADDING_CASES)} padded batches (left and right), "
@@ -239,10 +292,20 @@ def check_padded_causal_attention(fn) -> None:
 
 
 # --------------------------------------------------------------------------- apply_rope
+class RopeCase(NamedTuple):
+    """x of ``shape`` (..., n, hd) at ``positions`` (None: 0 .. n - 1), with ``base`` (None: not
+    passed, the default 10,000)."""
+
+    shape: tuple[int, ...]
+    positions: tuple[int, ...] | None
+    base: float | None
+    seed: int
+
+
 ROPE_CASES = (
-    ((2, 3, 5, 8), None, None, 921),
-    ((4, 6), (3, 10, 11, 50), None, 922),
-    ((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923),
+    RopeCase((2, 3, 5, 8), None, None, 921),
+    RopeCase((4, 6), (3, 10, 11, 50), None, 922),
+    RopeCase((1, 2, 3, 16), (100, 7, 0), 500_000.0, 923),
 )
 ROPE_BUGS = (
     ("rope_layout_mixed", {"layout": "interleaved"}),
@@ -266,12 +329,15 @@ def check_apply_rope(fn) -> None:
     c = E.Check("check_apply_rope")
     c.ensure_callable(fn, "a function apply_rope(x, positions, base=10_000.0)")
     with E.isolated():
-        probes = []  # (where, inputs, call)
-        for shape, positions, base, seed in ROPE_CASES:
-            x = E.randn(*shape, seed=seed)
-            pos = torch.arange(shape[-2]) if positions is None else torch.tensor(positions)
-            kwargs = {} if base is None else {"base": base}
-            base = base or 10_000.0
+        probes: list[DeviceProbe] = []
+        for case in ROPE_CASES:
+            shape = case.shape
+            x = E.randn(*shape, seed=case.seed)
+            pos = (
+                torch.arange(shape[-2]) if case.positions is None else torch.tensor(case.positions)
+            )
+            kwargs = {} if case.base is None else {"base": case.base}
+            base = case.base or 10_000.0
             what = (
                 f"apply_rope(x, positions={pos.tolist()}{f', base={base:,.0f}' if kwargs else ''}) "
                 f"on x of shape {shape}"
@@ -294,12 +360,9 @@ def check_apply_rope(fn) -> None:
                 got, rope(x, pos, base), f"For {what}:", candidates, atol=1e-4, in_dtype_of_got=True
             )
             _same_dtype(c, got, x, what, "x")
+            where = f"For {what}, x and positions on another device:"
             probes.append(
-                (
-                    f"For {what}, x and positions on another device:",
-                    (x, pos),
-                    lambda *inputs, kw=kwargs: fn(*inputs, **kw),
-                )
+                DeviceProbe(where, (x, pos), lambda *inputs, kw=kwargs: fn(*inputs, **kw))
             )
         _probe_devices(c, probes)
     c.passed(
@@ -308,11 +371,22 @@ def check_apply_rope(fn) -> None:
 
 
 # --------------------------------------------------------------------------- repeat_kv
+class RepeatCase(NamedTuple):
+    """kv of shape (batch, groups, n, head_dim), each group shared by ``n_rep`` query heads."""
+
+    batch: int
+    groups: int
+    n: int
+    head_dim: int
+    n_rep: int
+    seed: int
+
+
 REPEAT_CASES = (
-    (2, 2, 3, 4, 3, 931),
-    (1, 3, 2, 2, 2, 932),
-    (1, 1, 5, 4, 4, 933),
-    (2, 4, 1, 3, 1, 934),
+    RepeatCase(2, 2, 3, 4, 3, 931),
+    RepeatCase(1, 3, 2, 2, 2, 932),
+    RepeatCase(1, 1, 5, 4, 4, 933),  # one group for every head: MQA
+    RepeatCase(2, 4, 1, 3, 1, 934),  # n_rep 1: MHA, nothing to repeat
 )
 
 
@@ -322,9 +396,10 @@ def check_repeat_kv(fn) -> None:
     c = E.Check("check_repeat_kv")
     c.ensure_callable(fn, "a function repeat_kv(kv, n_rep)")
     with E.isolated():
-        probes = []  # (where, inputs, call)
-        for b, g, n, hd, rep, seed in REPEAT_CASES:
-            kv = E.randn(b, g, n, hd, seed=seed)
+        probes: list[DeviceProbe] = []
+        for case in REPEAT_CASES:
+            b, g, n, hd, rep = case.batch, case.groups, case.n, case.head_dim, case.n_rep
+            kv = E.randn(b, g, n, hd, seed=case.seed)
             what = f"repeat_kv(kv, n_rep={rep}) on kv of shape {(b, g, n, hd)}"
             got = c.call_pure(fn, (kv,), rep, what=what)
             wrong_axis = ((b, g, n * rep, hd), (b * rep, g, n, hd))
@@ -339,9 +414,8 @@ def check_repeat_kv(fn) -> None:
                 candidates,
                 in_dtype_of_got=True,
             )
-            probes.append(
-                (f"For {what}, kv on another device:", (kv,), lambda kv, rep=rep: fn(kv, rep))
-            )
+            where = f"For {what}, kv on another device:"
+            probes.append(DeviceProbe(where, (kv,), lambda kv, rep=rep: fn(kv, rep)))
         _probe_devices(c, probes)
     c.passed(f"every query head reads its own group on {len(REPEAT_CASES)} cases (MQA to MHA)")
 

@@ -4,7 +4,7 @@ every recipe but :data:`RIGHT` is a known mistake (:func:`variants`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,7 @@ class Recipe:
     merge: str = "transpose"  # view | interleave (multi-head)
     out_proj: bool = True  # multi-head
     out_proj_on: str = "merged"  # values: applied to the values before the heads are split
-    concat: str = "last"  # dim0 | dim1 | stack | reversed (wrapper)
+    concat: str = "last"  # dim0 | dim1 | stack | reversed (chapter 05's wrapper)
 
 
 RIGHT = Recipe()
@@ -208,24 +208,8 @@ def mha_reference(
     return weights.out_proj(merged) if r.out_proj and r.out_proj_on == "merged" else merged
 
 
-def wrapper_reference(
-    heads: list[dict[str, nn.Linear]],
-    x: torch.Tensor,
-    r: Recipe = RIGHT,
-    drop=NO_DROP,
-    trace: Trace | None = None,
-) -> torch.Tensor:
-    """Every head on its own, outputs concatenated: (b, n, num_heads * d_out)."""
-    outs = [head_attention(layers, x, r, drop, trace, unit) for unit, layers in enumerate(heads)]
-    if r.concat == "stack":
-        return torch.stack(outs)
-    if r.concat == "reversed":
-        outs = outs[::-1]
-    return torch.cat(outs, dim={"last": -1, "reversed": -1, "dim0": 0, "dim1": 1}[r.concat])
-
-
 def variants(*names: str) -> list[tuple[str, Recipe]]:
-    """(mistake id, recipe) pairs for the named groups: axis, scale, mask, projections, heads."""
+    """(mistake id, recipe) pairs of the named groups of the table below, in the order named."""
     groups = {
         "axis": [
             ("softmax_over_queries", Recipe(softmax_dim=-2)),
@@ -271,18 +255,8 @@ def variants(*names: str) -> list[tuple[str, Recipe]]:
             ("out_proj_unused", Recipe(out_proj=False)),
             ("out_proj_on_values", Recipe(out_proj_on="values")),
         ],
-        "concat": [
-            ("heads_wrong_order", Recipe(concat="reversed")),
-            ("concat_wrong_axis", Recipe(concat="dim0")),
-            ("concat_wrong_axis", Recipe(concat="dim1")),
-            ("stacked_heads", Recipe(concat="stack")),
-        ],
     }
     return [pair for name in names for pair in groups[name]]
-
-
-def with_mask(pairs: list[tuple[str, Recipe]], mask: str) -> list[tuple[str, Recipe]]:
-    return [(bug, replace(r, mask=mask) if r.mask == "future" else r) for bug, r in pairs]
 
 
 __all__ = [
@@ -298,6 +272,4 @@ __all__ = [
     "project",
     "variants",
     "weights_from_scores",
-    "with_mask",
-    "wrapper_reference",
 ]

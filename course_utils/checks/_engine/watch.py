@@ -7,7 +7,6 @@ plain fallback for a torch without it (``tests/test_core.py`` tests both)."""
 from __future__ import annotations
 
 import sys
-import warnings
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -125,24 +124,6 @@ class Placement(TorchFunctionMode):
         return result
 
 
-class DotT(TorchFunctionMode):
-    """Records the rank of every tensor whose ``.T`` is read (``ranks``): on more than two axes
-    ``.T`` reverses all of them (PyTorch warns once per process; a later release raises). The
-    property's getter reaches a torch function mode like any torch call, so nothing is patched."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ranks: list[int] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__self__", None) is torch.Tensor.T and args:
-            self.ranks.append(args[0].dim())
-            with warnings.catch_warnings():  # the check names this mistake itself
-                warnings.filterwarnings("ignore", message="The use of `x.T`")
-                return func(*args, **(kwargs or {}))
-        return func(*args, **(kwargs or {}))
-
-
 FACTORIES = {"arange", "ones", "zeros", "full", "empty", "eye", "tensor", "as_tensor", "linspace"}
 
 
@@ -203,4 +184,4 @@ class Watch(TorchFunctionMode):
         )
 
 
-__all__ = ["DeviceMix", "DotT", "Placement", "Watch", "storage"]
+__all__ = ["DeviceMix", "Placement", "Watch", "storage"]
