@@ -106,24 +106,41 @@ def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis():
 
 
 def test_each_chapter_states_its_shortcuts():
-    """Where attention is the exercise no shortcut is allowed; 06 and 08 state none (all allowed:
-    their models use PyTorch's attention), nor does 07 (its check refuses SDPA itself, below, and
-    its file is at its size cap), 09 and 10 allow all by name."""
+    """Every chapter states them. Where attention is the exercise (01-05, and 07's block-by-block
+    attention, whose check also names SDPA itself) none is allowed; 06, 08 and 11 grade other things
+    (data, wiring, training, sampling, caches) and 09 and 10 teach with PyTorch's attention: all."""
     import importlib
 
+    from course_utils import registry
+
     allowed = {
-        f"ch{n:02d}": getattr(
-            importlib.import_module(f"course_utils.chapters.ch{n:02d}.checks"),
+        folder.name: getattr(
+            importlib.import_module(f"course_utils.chapters.{folder.name}.checks"),
             "ALLOWED_SHORTCUTS",
             None,
         )
-        for n in range(1, 11)
+        for folder in registry.chapter_folders()
+        if (folder / "checks.py").is_file()
     }
     assert allowed == {
-        **{ch: () for ch in ("ch01", "ch02", "ch03", "ch04", "ch05")},
-        **{"ch06": None, "ch07": None, "ch08": None},
-        **{ch: tuple(SHORTCUTS) for ch in ("ch09", "ch10")},
+        **{ch: () for ch in ("ch01", "ch02", "ch03", "ch04", "ch05", "ch07")},
+        **{ch: tuple(SHORTCUTS) for ch in ("ch06", "ch08", "ch09", "ch10", "ch11")},
     }
+
+
+def _blockwise_by_flex(q, k, v, block_size):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    def causal(score, b, h, i, j):
+        return torch.where(j <= i, score, -float("inf"))
+
+    return flex_attention(q[None, None], k[None, None], v[None, None], score_mod=causal)[0, 0]
+
+
+def test_chapter_07_refuses_flex_attention_as_the_blocks():
+    """Chapter 07 states no shortcut: FlexAttention's blocks are not the student's."""
+    message = _refused(G.check_blockwise_attention, _blockwise_by_flex, "shortcut_not_allowed")
+    assert "FlexAttention" in message and "chapter 07" in message
 
 
 def test_honest_answers_keep_their_points(capsys):

@@ -51,10 +51,10 @@ CHAPTER_EXCEPTIONS = {
     # KV-cache probes (the cache's rows-through-W_key counter alone is 30) and the explorer's snapshot
     # validation; net -5 after the case tables became named tuples and the rest was simplified
     "ch08": 762,
-    # checks 450 + sparse_shared 126 + explorer 131 (measured 2026-11-25): eight checks, the most of
+    # checks 454 + sparse_shared 126 + explorer 131 (measured 2026-11-25): eight checks, the most of
     # any chapter (about 72 lines per check, against 165 for chapter 08's three); 609 before sections
     # 4 and 5 added two checks and a compaction of the first six freed 32
-    "ch11": 707,
+    "ch11": 711,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 

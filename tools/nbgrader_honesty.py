@@ -140,14 +140,23 @@ class _Watch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", "")
+        if torch.compiler.is_compiling():  # FlexAttention compiles its own call: profile() sees it
+            return func(*args, **(kwargs or {}))
         if self.shortcut is None and name in self.forbidden and _students_frame(sys._getframe(1)):
             self.shortcut = self.forbidden[name]
         return func(*args, **(kwargs or {}))
 
     def profile(self, frame, event, arg) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name in self.forbidden
+            and code.co_filename.startswith(_TORCH)
+        ):
+            if self.shortcut is None and _students_frame(frame.f_back):  # flex_attention's Python
+                self.shortcut = self.forbidden[code.co_name]
         if event != "call" or self.delegated or frame.f_code.co_filename not in self.files:
             return
-        code = frame.f_code
         owner = getattr(code, "co_qualname", code.co_name).split(".")[0]
         if owner == self.name and _students_frame(frame.f_back):
             self.delegated = owner

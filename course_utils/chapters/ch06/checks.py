@@ -11,6 +11,10 @@ from course_utils.checks import _engine as E
 
 from .torch_mha import check_copy_into_torch_mha
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (the exercises are the data,
+# the embeddings, the model's wiring and nn.MultiheadAttention's weights; attention was 01-05's)
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
+
 # --------------------------------------------------------------------------- dataset
 # (number of tokens, context_length, stride). The first case (stride 1) separates the
 # off-by-one mistakes; the others have a stride that is neither 1 nor context_length.

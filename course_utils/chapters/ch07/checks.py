@@ -9,6 +9,10 @@ import torch
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: the exercise is attention,
+# block by block (the check names SDPA itself; FlexAttention and nn.MultiheadAttention are refused)
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
+
 # (n tokens, key width d, value width, block_size): block sizes that divide n, that do not,
 # of 1 and larger than n; a value width unlike d catches outputs sized by q instead of v.
 _CASES = (
@@ -40,11 +44,7 @@ def _streamed(
     """The online-softmax loop, with the rescaling or the final division left out on demand, or the
     running maximum started at ``start``."""
     n = q.shape[0]
-    top, total, out = (
-        torch.full((n, 1), start),
-        torch.zeros(n, 1),
-        torch.zeros(n, v.shape[1]),
-    )
+    top, total, out = torch.full((n, 1), start), torch.zeros(n, 1), torch.zeros(n, v.shape[1])
     rows = torch.arange(n).unsqueeze(1)
     for lo in range(0, n, block):
         kb, vb = k[lo : lo + block], v[lo : lo + block]

@@ -1,9 +1,6 @@
 """Self-checks for chapter 08: the training step, temperature sampling, attention with a KV cache.
-
-Wrong answers are named by behaviour: the check re-runs the same inputs through small variants
-of the right computation, one mistake each, and names the variant that reproduces the student's
-numbers (mistakes: ``mistakes.txt`` beside this file).
-"""
+A wrong answer is named by the variant of the right computation, one mistake each, that reproduces
+its numbers (``mistakes.txt`` beside this file)."""
 
 from __future__ import annotations
 
@@ -19,6 +16,9 @@ from torch.overrides import TorchFunctionMode
 
 from course_utils.checks import _engine as E
 from course_utils.checks._engine.watch import tree_flatten
+
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (attention itself was 01-05's)
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 
 # --------------------------------------------------------------------------- train_step

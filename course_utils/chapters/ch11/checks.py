@@ -38,6 +38,10 @@ def _float64(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().double()
 
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the exercises are the caches,
+# MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
+
 # --------------------------------------------------------------------------- kv_cache_bytes
 BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
 
