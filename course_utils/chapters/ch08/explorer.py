@@ -165,18 +165,9 @@ def draw_training(fig, view: TrainingView) -> None:
     if not h:
         # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
         fig.set_layout_engine("none")
-        grid = fig.add_gridspec(
-            2,
-            heads + 1,
-            width_ratios=(*[1] * heads, 0.06),
-            height_ratios=(1.45, 1.0),
-            left=0.07,
-            right=0.95,
-            top=0.94,
-            bottom=0.1,
-            wspace=0.08,
-            hspace=0.35,
-        )
+        fig.subplots_adjust(left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
+        widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
+        grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
         axes = [fig.add_subplot(grid[0, i]) for i in range(heads)]
         h["heat"] = []
         size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
@@ -204,7 +195,6 @@ def draw_training(fig, view: TrainingView) -> None:
             0.95,
             "",
             va="top",
-            ha="left",
             family="monospace",
             fontsize=8.5,
             transform=text_ax.transAxes,
