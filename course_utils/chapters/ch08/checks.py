@@ -313,13 +313,10 @@ class CacheCase(NamedTuple):
 
     def layer(self) -> nn.Module:
         torch.manual_seed(self.seed)
-        return (
-            E.chapters()
-            .MultiHeadAttention(
-                self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
-            )
-            .eval()
+        attn = E.chapters().MultiHeadAttention(
+            self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
         )
+        return attn.eval()
 
     def text(self, seed: int) -> torch.Tensor:  # (batch, n, d_in)
         return E.randn(self.batch, sum(self.chunks), self.d_in, seed=seed)
@@ -430,7 +427,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 result = c.call(attend_with_cache, attn, x_new, cache, what=what)
         except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
             if cache is not None and "must match the size" in str(failure.__cause__):
-                raise c.bug("cache_mask_wrong_shape", str(failure).split("\n\n")[1]) from None
+                raise c.bug("cache_mask_wrong_shape", failure.diagnosis) from None
             raise
         key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):

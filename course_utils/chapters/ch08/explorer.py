@@ -202,8 +202,7 @@ def draw_training(fig, view: TrainingView) -> None:
         )
     for heat, weights in zip(h["heat"], shot.weights):
         heat.update(weights)
-    steps = torch.arange(1, shot.step + 1)  # (step,)
-    h["curve"].set_data(steps.numpy(), shot.losses.numpy())
+    h["curve"].set_data(range(1, shot.step + 1), shot.losses.numpy())
     if shot.step:
         h["dot"].set_data([shot.step], [float(shot.losses[-1])])
         now = f"step {shot.step}: loss {float(shot.losses[-1]):.2f}"
@@ -211,9 +210,7 @@ def draw_training(fig, view: TrainingView) -> None:
         h["dot"].set_data([], [])
         now = "step 0: before training"
     _title(h["loss_ax"], now, fontsize=9)
-    lines = textwrap.wrap(
-        shot.sample, SAMPLE_WIDTH, drop_whitespace=False, replace_whitespace=True
-    )[:6]
+    lines = textwrap.wrap(shot.sample, SAMPLE_WIDTH, drop_whitespace=False)[:6]
     h["sample"].set_text("\n".join(lines) if lines else "(empty)")
 
 
