@@ -168,13 +168,12 @@ def draw_training(fig, view: TrainingView) -> None:
         fig.subplots_adjust(left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
         widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
         grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
-        axes = [fig.add_subplot(grid[0, i]) for i in range(heads)]
         h["heat"] = []
         size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
-        for i, ax in enumerate(axes):
-            h["heat"].append(
-                Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
-            )
+        for i in range(heads):
+            ax = fig.add_subplot(grid[0, i])
+            heat = Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
+            h["heat"].append(heat)
             ax.set_xticks(range(n), shot.labels, fontsize=size)
             ax.set_yticks(range(n) if i == 0 else [], shot.labels if i == 0 else [], fontsize=size)
             ax.set_title(f"head {i}" if heads > 1 else "attention", fontsize=9)
