@@ -47,10 +47,11 @@ CHAPTER_CAP = 650
 FILE_CAP = 500
 # Measured exceptions, a ratchet (lower them, never raise them): each says why it is over.
 CHAPTER_EXCEPTIONS = {
-    # checks 495 + explorer 267 (measured 2026-11-25, from 767): the training-step, sampling and
-    # KV-cache probes (the cache's rows-through-W_key counter alone is 30) and the explorer's snapshot
-    # validation; net -5 after the case tables became named tuples and the rest was simplified
-    "ch08": 762,
+    # checks 491 + explorer 253 (measured 2026-11-25, from 767, then 762): the training-step,
+    # sampling and KV-cache probes (the cache's rows-through-W_key counter alone is 30) and the
+    # explorer's snapshot validation (14 tested messages); a second read cut 18 lines of restated
+    # defaults and layout calls, no check weakened
+    "ch08": 744,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 
