@@ -9,12 +9,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..ch06 import merge_heads, split_heads
 from ..ch09 import apply_rope, sliding_window_mask
 
 __all__ = [
     "KVLayout", "PUBLISHED", "kv_cache_bytes", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
     "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
-    "gated_delta_rule",
+    "gated_delta_rule", "lightning_index", "attend", "sparse_attention", "stack_weights",
+    "shared_kv_forward",
 ]
 
 
@@ -227,3 +229,51 @@ def gated_delta_rule(q, k, v, alpha, beta, state=None):
         S = S + beta[:, :, t, None, None] * error[..., None] * kt[:, :, None, :]  # (b, h, dv, dk)
         outs.append((S @ q[:, :, t, :, None]).squeeze(-1))
     return torch.stack(outs, dim=2), S
+
+
+def lightning_index(q_index, k_index, head_weights):
+    """DSA's index scores: (b, n, H, dI), (b, N, dI), (b, n, H) -> (b, n, N), the indexer
+    heads' ReLU(q . k) summed with each query's head weights."""
+    per_head = torch.relu(torch.einsum("bnhd,bsd->bnhs", q_index, k_index))  # (b, n, H, N)
+    return (head_weights[..., None] * per_head).sum(dim=2)  # (b, n, N)
+
+
+def attend(q, k, v, allowed):
+    """Softmax attention over the keys `allowed` ((n, N) or (b, h, n, N) bool) -> (b, h, n, dv)."""
+    scores = q @ k.mT / math.sqrt(q.shape[-1])  # (b, h, n, N)
+    return torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1) @ v  # (b, h, n, dv)
+
+
+def sparse_attention(q, k, v, index_scores, topk):
+    """Each query attends to its topk earlier keys by index score (queries are the last n)."""
+    n, N = q.shape[-2], k.shape[-2]
+    causal = sliding_window_mask(n, N, N, device=q.device)  # (n, N)
+    ranked = index_scores.masked_fill(~causal, -torch.inf)  # (b, n, N): the future cannot win
+    order = ranked.sort(dim=-1, descending=True, stable=True).indices  # (b, n, N): ties, earliest first
+    chosen = order[..., :topk]  # (b, n, min(topk, N))
+    keep = torch.zeros_like(ranked, dtype=torch.bool).scatter(-1, chosen, True) & causal  # (b, n, N)
+    return attend(q, k, v, keep[:, None])  # (b, h, n, dv)
+
+
+def stack_weights(d, layers, seed=0):
+    """Random weights of `layers` attention layers: dicts of w_q, w_k, w_v, w_o, each (d, d)."""
+    draws = torch.Generator().manual_seed(seed)
+    names = ("w_q", "w_k", "w_v", "w_o")
+    return [{m: (torch.rand(d, d, generator=draws) * 2 - 1) / d**0.5 for m in names} for _ in range(layers)]
+
+
+def shared_kv_forward(x, layers, kv_source, heads, cache=None):
+    """Attention layers where layer i reads the keys and values of layer kv_source[i]."""
+    n = x.shape[1]
+    cache = {} if cache is None else dict(cache)
+    for i, w in enumerate(layers):
+        q = split_heads(x @ w["w_q"].T, heads)  # (b, h, n, hd)
+        if kv_source[i] == i:
+            k, v = split_heads(x @ w["w_k"].T, heads), split_heads(x @ w["w_v"].T, heads)  # (b, h, n, hd) each
+            if i in cache:
+                k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)  # (b, h, N, hd) each
+            cache[i] = (k, v)
+        k, v = cache[kv_source[i]]  # (b, h, N, hd) each: this layer's or an earlier layer's
+        allowed = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)  # (n, N)
+        x = x + merge_heads(attend(q, k, v, allowed)) @ w["w_o"].T  # (b, n, d)
+    return x, cache

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 from course_utils.checks import _engine as E
 
+from .sparse_shared import check_shared_kv_forward, check_sparse_attention
+
 # --------------------------------------------------------------------------- kv_cache_bytes
 BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
 
@@ -467,4 +469,6 @@ __all__ = [
     "check_linear_attention_recurrent",
     "check_linear_attention_chunked",
     "check_gated_delta_rule",
+    "check_sparse_attention",
+    "check_shared_kv_forward",
 ]

@@ -1,0 +1,126 @@
+"""Chapter 11's checks of top-k sparse attention and cross-layer KV sharing (re-exported by checks)."""
+
+import math
+from functools import partial
+
+import torch
+
+from course_utils.checks import _engine as E
+
+
+def sparse_reference(q, k, v, index, topk, **slip):
+    """Top-k sparse attention in float64 on the CPU; a switch of SPARSE_BUGS reproduces a mistake."""
+    q, k, v, index = (t.detach().cpu().double() for t in (q, k, v, index))
+    n, N, on = q.shape[-2], k.shape[-2], slip.get
+    causal = torch.arange(N - n, N)[:, None] - (N - n if on("top_left") else 0) >= torch.arange(N)
+    scores = q @ k.mT / math.sqrt(q.shape[-1])  # (b, h, n, N)
+    rank = scores if on("by_scores") else index[:, None].expand_as(scores)
+    rank = rank if on("over_future") else rank.masked_fill(~causal, -torch.inf)
+    chosen = rank.topk(min(topk - on("fewer", 0), N), dim=-1).indices  # (b, h, n, k)
+    keep = torch.zeros_like(causal.expand_as(scores)).scatter(-1, chosen, True) & causal
+    return torch.softmax(scores.masked_fill(~keep, -torch.inf), dim=-1) @ v  # (b, h, n, dv)
+
+
+SPARSE_BUGS = {"sparse_topk_over_future": "over_future", "sparse_selects_by_attention": "by_scores"}
+SPARSE_BUGS |= {"sparse_queries_top_left": "top_left", "sparse_keeps_wrong_count": "fewer"}
+# (b, h, n queries, N keys, topk, seed): a prompt, the last queries of a cache, k = 1, k = N
+SPARSE_CASES = ((2, 2, 8, 8, 3, 1), (1, 3, 3, 9, 4, 2), (2, 1, 7, 7, 1, 3), (1, 2, 6, 6, 6, 4))
+
+
+def check_sparse_attention(fn) -> None:
+    """Check ``sparse_attention(q, k, v, index_scores, topk)``: top-k keys per query, causal."""
+    __tracebackhide__ = True
+    c = E.Check("check_sparse_attention")
+    c.ensure_callable(fn, "a function sparse_attention(q, k, v, index_scores, topk)")
+    with E.isolated():
+        for b, h, n, N, topk, seed in SPARSE_CASES:
+            q, k = E.randn(b, h, n, 4, seed=seed), E.randn(b, h, N, 4, seed=seed + 1)
+            idx = E.randn(b, n, N, seed=seed + 2)  # index scores without ties
+            eye = torch.eye(N).expand(b, h, N, N)  # one-hot values: the output is the weights
+            what = f"sparse_attention(q, k, v, index_scores, topk={topk}), {n} queries, {N} keys"
+            got = c.call_pure(fn, (q, k, eye, idx), topk, what=what)
+            if not torch.equal(idx, E.randn(b, n, N, seed=seed + 2)):  # call_pure sees 3 inputs
+                raise c.bug("input_modified", f"After {what}:", what="index_scores tensor")
+            got = c.expect_tensor_output(got, what, (b, h, n, N)).detach().cpu().double()
+            future = torch.arange(N - n, N)[:, None] < torch.arange(N)  # (n, N)
+            if (got[..., future].nan_to_num(0) != 0).any():  # NaN: an empty row, named below
+                raise c.bug("sparse_sees_future", f"For {what}:")
+            if ((got > 0).sum(-1) > topk).any():  # more than topk keys for some query
+                raise c.bug("sparse_keeps_wrong_count", f"For {what}:", topk=topk)
+            ref = partial(sparse_reference, q, k, eye, idx, topk)
+            bugs = [(bug, partial(ref, **{switch: 1})) for bug, switch in SPARSE_BUGS.items()]
+            c.compare(got, ref(), f"For {what}, the weights:", bugs, detail={"topk": topk})
+        q, k, v = (E.randn(1, 2, 6, w, seed=5 + i) for i, w in enumerate((4, 4, 3)))
+        k[..., 4, :], v[..., 4, :] = k[..., 1, :], v[..., 1, :]  # keys 1 and 4 tie at the 3rd place
+        idx = torch.tensor([5.0, 2.0, 0.0, 3.0, 2.0, 1.0]).expand(1, 6, 6)
+        what = "sparse_attention(q, k, v, index_scores, 3) with a tie at the 3rd place"
+        got = c.call_pure(fn, (q, k, v, idx), 3, what=what)
+        got = c.expect_tensor_output(got, what, (1, 2, 6, 3)).detach().cpu().double()
+        c.compare(got, sparse_reference(q, k, v, idx, 3), f"For {what}:")
+        E.probe_device(c, None, [q, k, v, idx], "On another device:", fn=lambda *t: fn(*t, 2))
+    c.passed(f"right on {len(SPARSE_CASES)} shapes and a tie: causal, the top k of the index")
+
+
+def shared_reference(x, layers, sources, heads, reads=None, recompute=False):
+    """(out, cache) where layer i reads the cache of reads[i] (default sources[i]); float64, CPU."""
+    ws = [{m: t.detach().cpu().double() for m, t in w.items()} for w in layers]
+    x, reads, cache = x.detach().cpu().double(), reads or sources, {}
+    b, n, d = x.shape
+    causal = torch.ones(n, n, dtype=torch.bool).tril()  # (n, n)
+    for i, w in enumerate(ws):
+        src = ws[sources[i]] if recompute else w
+        cache[i] = [(x @ src[m].T).view(b, n, heads, -1).transpose(1, 2) for m in ("w_k", "w_v")]
+        k, v = cache[i if recompute else reads[i]]  # (b, h, n, hd) each
+        q = (x @ w["w_q"].T).view(b, n, heads, -1).transpose(1, 2)  # (b, h, n, hd)
+        x = x + E.chapters().attend(q, k, v, causal).transpose(1, 2).reshape(b, n, d) @ w["w_o"].T
+    return x, {i: kv for i, kv in cache.items() if sources[i] == i}
+
+
+def _wrong(x, layers, s, heads):
+    """(bug, recompute): no sharing; the newest cache, the source's previous, layer i-1's source."""
+    made, L = [j for j in range(len(s)) if s[j] == j], range(len(s))
+    newest = [max(j for j in made if j <= i) for i in L]
+    before = [s[i] if s[i] == i else max([j for j in made if j < s[i]] or [i]) for i in L]
+    shifted = [s[i] if s[i] == i else s[i - 1] for i in L]
+    ref = partial(shared_reference, x, layers, s, heads)
+    wrong = [("share_wrong_layer", partial(ref, r)) for r in (newest, before, shifted)]
+    wrong += [("share_ignored", partial(ref, L)), ("share_recomputes_kv", partial(ref, None, 1))]
+    return [(bug, lambda f=f: f()[0]) for bug, f in wrong]
+
+
+# (b, d, heads, kv_source): pairs as in CLA, the last producer shared, two kinds of layers
+SHARE_CASES = ((2, 8, 2, (0, 0, 2, 2)), (1, 12, 3, (0, 1, 2, 2, 2)), (2, 8, 2, (0, 1, 2, 1, 2)))
+
+
+def check_shared_kv_forward(fn) -> None:
+    """Check ``shared_kv_forward(x, layers, kv_source, heads, cache=None) -> (out, cache)``."""
+    __tracebackhide__ = True
+    c = E.Check("check_shared_kv_forward")
+    c.ensure_callable(fn, "a function shared_kv_forward(x, layers, kv_source, heads, cache=None)")
+    with E.isolated():
+        for seed, (b, d, heads, sources) in enumerate(SHARE_CASES):
+            layers = E.chapters().stack_weights(d, len(sources), seed)
+            x, cache = E.randn(b, 6, d, seed=seed), None  # (b, 6, d)
+            what = f"shared_kv_forward(x, layers, kv_source={list(sources)}, heads={heads})"
+            ref, ref_cache = shared_reference(x, layers, sources, heads)
+            bugs = _wrong(x, layers, sources, heads)
+            for lo, hi in ((0, 6), (0, 3), (3, 4), (4, 6)):  # one pass, then a prompt and two steps
+                args = (layers, list(sources), heads, cache if lo else None)
+                got = c.call_pure(fn, (x[:, lo:hi],), *args, what=what)
+                pair = isinstance(got, (tuple, list)) and len(got) == 2
+                if not (pair and isinstance(got[1], dict)):
+                    raise c.bug("share_cache_form", f"After {what}:", got=E.shown(got))
+                out, cache = c.expect_tensor_output(got[0], what, (b, hi - lo, d)), got[1]
+                where = f"For {what} on tokens {lo} to {hi - 1}:"
+                c.compare(out.detach().cpu().double(), ref[:, lo:hi], where, bugs * (hi - lo == 6))
+                keys = sorted(cache), sorted(ref_cache)
+                if keys[0] != keys[1]:
+                    raise c.bug("share_cache_duplicated", where, got=keys[0], expected=keys[1])
+                want = torch.stack([torch.stack(ref_cache[i]) for i in keys[1]])[..., :hi, :]
+                stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])  # noqa: E731
+                mine = c.call(stack, what="stacking your cache's (keys, values)").cpu().double()
+                c.compare(mine, want, f"After {what}, the caches (keys, values):")
+            regroup = lambda t: [dict(zip(layers[0], t[i : i + 4])) for i in range(0, len(t), 4)]  # noqa: E731
+            call = lambda x, *t: fn(x, regroup(t), list(sources), heads)  # noqa: E731
+            E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=call)
+    c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
