@@ -52,6 +52,10 @@ CHAPTER_EXCEPTIONS = {
     # explorer's snapshot validation (14 tested messages); a second read cut 18 lines of restated
     # defaults and layout calls, no check weakened
     "ch08": 744,
+    # checks 450 + sparse_shared 126 + explorer 131 (measured 2026-11-25): eight checks, the most of
+    # any chapter (about 72 lines per check, against 165 for chapter 08's three); 609 before sections
+    # 4 and 5 added two checks and a compaction of the first six freed 32
+    "ch11": 707,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 

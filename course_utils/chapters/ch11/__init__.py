@@ -15,8 +15,8 @@ from ..ch09 import apply_rope, sliding_window_mask
 __all__ = [
     "KVLayout", "PUBLISHED", "kv_cache_bytes", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
     "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
-    "gated_delta_rule", "lightning_index", "attend", "sparse_attention", "stack_weights",
-    "shared_kv_forward",
+    "gated_delta_rule", "recall_texts", "RecallModel", "lightning_index", "attend", "sparse_attention",
+    "stack_weights", "shared_kv_forward", "DECODE_KINDS", "decode_cost",
 ]
 
 
@@ -231,6 +231,48 @@ def gated_delta_rule(q, k, v, alpha, beta, state=None):
     return torch.stack(outs, dim=2), S
 
 
+def recall_texts(batch, generator, keys=16, values=16, pairs=8):
+    """`batch` texts of `pairs` (key, value) writes, then a query key of the text: key and value ids
+    (batch, pairs + 1), the query's value the blank id `values`; the newest value written for the
+    query key (batch,); whether that key was written more than once (batch,)."""
+    key_ids = torch.randint(keys, (batch, pairs + 1), generator=generator)  # (batch, pairs + 1)
+    value_ids = torch.randint(values, (batch, pairs + 1), generator=generator)  # (batch, pairs + 1)
+    rows = torch.arange(batch)  # (batch,)
+    key_ids[:, -1] = key_ids[rows, torch.randint(pairs, (batch,), generator=generator)]  # ask for a key of the text
+    value_ids[:, -1] = values  # the blank
+    written = key_ids[:, :-1] == key_ids[:, -1:]  # (batch, pairs): where the query's key was written
+    newest = (written * torch.arange(1, pairs + 1)).argmax(dim=1)  # (batch,): its last write
+    return key_ids, value_ids, value_ids[rows, newest], written.sum(dim=1) > 1
+
+
+class RecallModel(torch.nn.Module):
+    """Embed each (key, value) pair, mix the tokens with one head of `mixer` ("softmax",
+    "linear attention" or "delta rule"), read the value off the last token."""
+
+    def __init__(self, mixer, keys=16, values=16, width=32):
+        super().__init__()
+        self.mixer = mixer
+        self.key_embedding = torch.nn.Embedding(keys, width)
+        self.value_embedding = torch.nn.Embedding(values + 1, width)  # + the blank
+        self.qkv = torch.nn.Linear(width, 3 * width, bias=False)
+        self.gates = torch.nn.Linear(width, 2)  # alpha and beta of the delta rule, through a sigmoid
+        with torch.no_grad():
+            self.gates.bias.copy_(torch.tensor([3.0, 2.0]))  # at first alpha ~ 0.95, beta ~ 0.88
+        self.read_out = torch.nn.Linear(width, values)
+
+    def forward(self, key_ids, value_ids):
+        x = self.key_embedding(key_ids) + self.value_embedding(value_ids)  # (b, n, width)
+        q, k, v = self.qkv(x)[:, None].chunk(3, dim=-1)  # (b, 1, n, width) each: one head
+        if self.mixer == "softmax":
+            mixed = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, 1, n, width)
+        elif self.mixer == "linear attention":
+            mixed = linear_attention_quadratic(q, k, v)  # (b, 1, n, width)
+        else:
+            alpha, beta = torch.sigmoid(self.gates(x)).permute(2, 0, 1)[:, :, None]  # (b, 1, n) each
+            mixed = gated_delta_rule(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, alpha, beta)[0]  # (b, 1, n, width)
+        return self.read_out(mixed[:, 0, -1])  # (b, values): the guess at the query
+
+
 def lightning_index(q_index, k_index, head_weights):
     """DSA's index scores: (b, n, H, dI), (b, N, dI), (b, n, H) -> (b, n, N), the indexer
     heads' ReLU(q . k) summed with each query's head weights."""
@@ -277,3 +319,32 @@ def shared_kv_forward(x, layers, kv_source, heads, cache=None):
         allowed = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)  # (n, N)
         x = x + merge_heads(attend(q, k, v, allowed)) @ w["w_o"].T  # (b, n, d)
     return x, cache
+
+
+DECODE_KINDS = ("gqa", "mla", "mla_absorbed", "linear", "delta")
+
+
+def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_dim=0, rope_dim=0):
+    """(FLOPs of the matrix products, weight numbers read, cache or state numbers read) of one
+    layer generating one token that attends to N tokens (itself included), for one text.
+    kind: "gqa" (MHA, GQA, MQA; window optional), "mla" (naive), "mla_absorbed", "linear", "delta"."""
+    if kind not in DECODE_KINDS:
+        raise ValueError(f"kind must be one of {DECODE_KINDS}, got {kind!r}.")
+    if not isinstance(N, int) or N < 1:
+        raise ValueError(f"N (the tokens the new one attends to, itself included) must be an int >= 1, got {N!r}.")
+    h, hd, g, dc, dr = heads, head_dim, kv_heads or heads, latent_dim, rope_dim
+    if kind == "gqa":
+        keys = min(N, window) if window else N  # tokens whose keys and values are read
+        weights = d * hd * (2 * h + 2 * g)  # W_q and W_o for h heads, W_k and W_v for g heads
+        return 2 * weights + 4 * h * hd * keys, weights, 2 * g * hd * keys
+    if kind in ("mla", "mla_absorbed"):
+        projections = d * (h * hd + h * dr + dc + dr) + h * hd * d  # P: all but W_uk and W_uv
+        if kind == "mla":  # rebuild N keys and values from the latent, attend at width hd (+ dr)
+            attend = 4 * N * dc * h * hd + 2 * h * N * (hd + dr) + 2 * h * N * hd
+        else:  # q @ W_uk and W_uv after the weighting once; attend at width dc (+ dr)
+            attend = 4 * h * hd * dc + 2 * h * N * (2 * dc + dr)
+        return 2 * projections + attend, projections + 2 * h * hd * dc, N * (dc + dr)
+    weights = 4 * d * h * hd  # W_q, W_k, W_v, W_o
+    if kind == "linear":  # write phi(k) v^T, read phi(q) S and phi(q) . z
+        return 2 * weights + 4 * h * hd * hd + 2 * h * hd, weights, h * hd * hd + h * hd
+    return 2 * weights + 6 * h * hd * hd, weights, h * hd * hd  # read S k, write, read S q

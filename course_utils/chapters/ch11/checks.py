@@ -1,4 +1,5 @@
-"""Self-checks for chapter 11: the KV-cache byte count, MLA with a latent cache, its absorbed form.
+"""Self-checks for chapter 11: the KV-cache byte count, MLA with a latent cache, its absorbed form,
+linear attention as a recurrence and chunk by chunk, the gated delta rule.
 
 Each reference below is one small function whose keyword switches default to the right
 computation; every other switch value reproduces a catalogued mistake (``mistakes.txt`` beside this
@@ -8,7 +9,8 @@ file), so a wrong answer is named by finding the switch that reproduces it on ev
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import replace
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +18,25 @@ import torch.nn.functional as F
 from course_utils.checks import _engine as E
 
 from .sparse_shared import check_shared_kv_forward, check_sparse_attention
+
+
+def _variants(reference, bugs, *args):
+    """The (mistake id, recompute) pairs ``c.compare`` takes: for each ``(id, switch)`` of
+    ``bugs``, the output ``reference(*args, **switch)[0]``."""
+    return [(bug, lambda s=s: reference(*args, **s)[0]) for bug, s in bugs]
+
+
+def _pair(c: E.Check, got, bug: str):
+    """``got`` when it is a pair (a tuple or list of two), else the mistake ``bug``."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise c.bug(bug, got=E.shown(got))
+    return got
+
+
+def _float64(t: torch.Tensor) -> torch.Tensor:
+    """A student's tensor detached, on the CPU and in float64, to compare with a reference."""
+    return t.detach().cpu().double()
+
 
 # --------------------------------------------------------------------------- kv_cache_bytes
 BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
@@ -83,29 +104,24 @@ def check_kv_cache_bytes(fn) -> None:
     c = E.Check("check_kv_cache_bytes")
     c.ensure_callable(fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)")
     with E.isolated():
-        cases, answers = _byte_cases(), []
-        for label, layout, context, batch, size in cases:
+        answers = []  # (the call, the student's count, the arguments of cache_bytes)
+        for label, *case in _byte_cases():
+            layout, context, batch, size = case
             what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
             got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
-            number = _as_int(got)
-            if number is None:
+            if _as_int(got) is None:
                 raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
-            answers.append((what, number, layout, context, batch, size))
-        wrong = [a for a in answers if a[1] != cache_bytes(*a[2:])]
-        if not wrong:
-            c.passed(
-                f"right on {len(cases)} cases: the six published layouts, sharing, "
-                "windows and a latent, at contexts from 1 to 131,072 tokens",
-            )
-            return
-        for bug, switch in BYTES_BUGS:  # the slip that reproduces every answer
-            if all(number == cache_bytes(*rest, **switch) for _, number, *rest in answers):
-                what, number, *rest = wrong[0]
-                raise c.bug(bug, f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}.")
-        what, number, *rest = wrong[0]
-        raise c.bug(
-            "kv_count_wrong", f"For {what}: got {number:,}, expected {cache_bytes(*rest):,}."
-        )
+            answers.append((what, _as_int(got), case))
+    wrong = [(what, number, case) for what, number, case in answers if number != cache_bytes(*case)]
+    if wrong:  # named by the slip that reproduces every answer, if one does
+        slips = (b for b, s in BYTES_BUGS if all(n == cache_bytes(*a, **s) for _, n, a in answers))
+        what, number, case = wrong[0]
+        expected = f"For {what}: got {number:,}, expected {cache_bytes(*case):,}."
+        raise c.bug(next(slips, "kv_count_wrong"), expected)
+    c.passed(
+        f"right on {len(answers)} cases: the six published layouts, sharing, "
+        "windows and a latent, at contexts from 1 to 131,072 tokens",
+    )
 
 
 # --------------------------------------------------------------------------- MLA
@@ -120,14 +136,10 @@ def mla_reference(x, w, cache=None, **slip):
         on(k, False) for k in ("scale_rope", "restart", "top_left", "no_rope", "swap", "transposed")
     )
     rope = E.chapters().apply_rope
-    x = x.detach().cpu().double()
+    x = _float64(x)
     b, n, _ = x.shape
     h, hd, dr = w.heads, w.head_dim, w.rope_dim
-    W = {
-        f.name: getattr(w, f.name).detach().cpu().double()
-        for f in fields(w)
-        if f.name.startswith("w_")
-    }
+    W = {name: _float64(t) for name, t in vars(w).items() if name.startswith("w_")}
     start = 0 if cache is None else cache[0].shape[1]
     positions = torch.arange(n) + (0 if restart else start)  # (n,)
     latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
@@ -173,40 +185,40 @@ def _steps(run, x):
     return torch.cat(outs, dim=1), caches
 
 
-def _check_cache(c: E.Check, cache, what, b, N, dc, dr, hd, h, latent) -> None:
+def mla_in_steps(x, w, **slip):
+    """:func:`mla_reference` over STEPS, each step handed the cache of the one before."""
+    return _steps(lambda x_step, cache: mla_reference(x_step, w, cache, **slip), x)
+
+
+def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
     """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
-    ok_pair = isinstance(cache, (tuple, list)) and len(cache) == 2
-    if ok_pair and all(isinstance(t, torch.Tensor) for t in cache):
+    (b, N, dc), h, hd, dr = latent.shape, w.heads, w.head_dim, w.rope_dim
+    if isinstance(cache, (tuple, list)) and len(cache) == 2:
         lat, r = cache
-        if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or (lat.shape[-1] == hd != dc):
-            raise c.bug(
-                "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
-            )
-        if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
-            if not E.same(lat.detach().cpu().double(), latent, atol=1e-4):
-                raise c.bug("mla_cache_not_latent", f"After {what}:")
-            return
-    raise c.bug(
-        "mla_cache_shape",
-        f"After {what}:",
-        got=E.shown(cache),
-        expected=f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))",
-    )
+        if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
+            if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
+                raise c.bug(
+                    "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
+                )
+            if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+                if not E.same(_float64(lat), latent, atol=1e-4):
+                    raise c.bug("mla_cache_not_latent", f"After {what}:")
+                return
+    expected = f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))"
+    raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), expected=expected)
 
 
 def _check_mla(c: E.Check, fn, form: str) -> None:
     __tracebackhide__ = True
     c.ensure_callable(fn, f"a function {form}(x, w, cache=None)")
-    chapter = E.chapters()
     with E.isolated():
         for b, d, h, hd, dc, dr, seed in MLA_CASES:
-            w = chapter.mla_weights(d, h, hd, dc, dr, seed=seed)
+            w = E.chapters().mla_weights(d, h, hd, dc, dr, seed=seed)
             x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
 
             def student(x_step, cache, w=w):
                 got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
-                if not isinstance(got, (tuple, list)) or len(got) != 2:
-                    raise c.bug("mla_not_a_pair", got=E.shown(got))
+                _pair(c, got, "mla_not_a_pair")
                 c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
                 return got
 
@@ -215,46 +227,26 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
             )
             out, cache = student(x, None)
             ref, (latent, _) = mla_reference(x, w)
-            _check_cache(c, cache, what, b, 7, dc, dr, hd, h, latent)
-            candidates = [(bug, lambda s=s: mla_reference(x, w, **s)[0]) for bug, s in MLA_BUGS]
-            c.compare(out.detach().cpu().double(), ref, f"For {what}:", candidates, atol=1e-4)
+            _check_cache(c, cache, what, w, latent)
+            variants = _variants(mla_reference, MLA_BUGS, x, w)
+            c.compare(_float64(out), ref, f"For {what}:", variants, atol=1e-4)
             stepwise, caches = _steps(student, x)
             for (lo, hi), cache in zip(STEPS, caches):
-                _check_cache(
-                    c,
-                    cache,
-                    f"the step with tokens {lo} to {hi - 1}",
-                    b,
-                    hi,
-                    dc,
-                    dr,
-                    hd,
-                    h,
-                    latent[:, :hi],
-                )
-            steps = [
-                (bug, lambda s=s: _steps(lambda xs, k, s=s: mla_reference(xs, w, k, **s), x)[0])
-                for bug, s in MLA_BUGS
-            ]
-            where = f"For {what}, run step by step ({', '.join(f'{hi - lo}' for lo, hi in STEPS)} tokens) with the cache:"
-            c.compare(stepwise.detach().cpu().double(), ref, where, steps, atol=1e-4)
-            names = [f.name for f in fields(w) if f.name.startswith("w_")]
-            c0, c1 = (t.detach() for t in cache)
-
-            def rebuilt(x_new, c0, c1, *tensors, w=w):
-                parts = dict(
-                    zip(names, tensors), heads=w.heads, head_dim=w.head_dim, rope_dim=w.rope_dim
-                )
-                return fn(x_new, type(w)(**parts), (c0, c1))
-
-            moved = [x[:, -1:], c0, c1, *(getattr(w, n) for n in names)]
-            E.probe_device(
-                c,
-                None,
-                moved,
-                f"For {what}, with x, w and the cache on another device:",
-                fn=rebuilt,
+                _check_cache(c, cache, f"the step with tokens {lo} to {hi - 1}", w, latent[:, :hi])
+            sizes = ", ".join(f"{hi - lo}" for lo, hi in STEPS)
+            where = f"For {what}, run step by step ({sizes} tokens) with the cache:"
+            c.compare(
+                _float64(stepwise), ref, where, _variants(mla_in_steps, MLA_BUGS, x, w), atol=1e-4
             )
+            # the last step again, with x, every weight of w and the cache as if on another device
+            names = [name for name in vars(w) if name.startswith("w_")]
+
+            def moved(x_new, latent, rope_keys, *weights, w=w):
+                return fn(x_new, replace(w, **dict(zip(names, weights))), (latent, rope_keys))
+
+            tensors = [x[:, -1:], *(t.detach() for t in cache), *(getattr(w, n) for n in names)]
+            where = f"For {what}, with x, w and the cache on another device:"
+            E.probe_device(c, None, tensors, where, fn=moved)
     c.passed(
         f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
         "(3, 1, 2, 1 tokens), and caches the latent",
@@ -282,8 +274,8 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
         slip.get(key, key == "norm")
         for key in ("norm", "before", "strict", "state_first", "boundary_twice")
     )
-    fq, fk = (F.elu(t.detach().cpu().double()) + 1 for t in (q, k))
-    v = v.detach().cpu().double()
+    fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
+    v = _float64(v)
     b, h, n, dk = fq.shape
     S, z = (torch.zeros(b, h, dk, v.shape[-1]), torch.zeros(b, h, dk)) if state is None else state
     S, z, outs, c = S.double(), z.double(), [], chunk or 1
@@ -294,11 +286,10 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
         scores = (cq @ ck.mT).tril(-1 if strict or before else 0)
         if state_first:
             scores = scores * 0
-        top, bottom = (
-            scores @ cv + cq @ grown[0],
-            scores.sum(-1, keepdim=True) + cq @ grown[1][..., None],
+        top = scores @ cv + cq @ grown[0]
+        outs.append(
+            top / (scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]) if norm else top
         )
-        outs.append(top / bottom if norm else top)
         end = min(hi + 1, n) if boundary_twice else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
@@ -311,7 +302,7 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
         slip.get(key, False)
         for key in ("gate_on_write", "erase_ungated", "no_erase", "before", "transposed", "no_gate")
     )
-    q, k, v, alpha, beta = (t.detach().cpu().double() for t in (q, k, v, alpha, beta))
+    q, k, v, alpha, beta = (_float64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
     S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
     outs = []
@@ -323,9 +314,9 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
         error = vt - ((S if erase_ungated else decayed) @ kt[..., None]).squeeze(-1)
         write = vt if no_erase else error
         outer = (
-            kt[..., None] * write[:, :, None, :]
+            kt[..., None] * write[..., None, :]
             if transposed
-            else write[..., None] * kt[:, :, None, :]
+            else write[..., None] * kt[..., None, :]
         )
         S = a * (S + bt * outer) if gate_on_write else decayed + bt * outer
         outs.append(((read if before else S) @ q[:, :, t, :, None]).squeeze(-1))
@@ -363,31 +354,6 @@ def _inputs(b, h, n, dk, dv, seed, delta=False):
     return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
 
 
-def _check_state_use(c: E.Check, fn, form, inputs, reference, bugs, split):
-    """Same texts twice from None (no leftover state), and in two calls handing the state along."""
-    __tracebackhide__ = True
-    what = f"{form} on two different batches, each with state=None"
-    other = tuple(t.flip(2) for t in inputs)  # another batch of the same shapes
-    first = c.call_pure(fn, inputs, what=what)[0]
-    c.call_pure(fn, other, what=what)
-    again = c.call_pure(fn, inputs, what=what)[0]
-    if not E.same(first.detach(), again.detach(), atol=1e-6):
-        raise c.bug("recurrence_state_not_reset", f"For {what}:")
-    head = tuple(t[:, :, :split] for t in inputs)
-    tail = tuple(t[:, :, split:] for t in inputs)
-    _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
-    what = f"{form} on the remaining tokens with the state of the first {split}"
-    got = c.call(fn, *tail, state, what=what)[0].detach().cpu().double()
-    ref_state = reference(*head)[1]
-    expected = reference(*tail, ref_state)[0]
-    if E.same(got, reference(*tail)[0], atol=1e-5) and not E.same(got, expected, atol=1e-5):
-        raise c.bug("recurrence_state_ignored", f"For {what}:")
-    variants = [
-        (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0]) for bug, s in bugs
-    ]
-    c.compare(got, expected, f"For {what}:", variants)
-
-
 def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
     __tracebackhide__ = True
     c.ensure_callable(fn, f"a function {form}")
@@ -395,38 +361,52 @@ def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
         for b, h, n, dk, dv, seed in RECURRENT_CASES:
             inputs = _inputs(b, h, n, dk, dv, seed, delta)
             what = f"{form} with b={b}, h={h}, {n} tokens, dk={dk}, dv={dv}"
-            got = c.call_pure(fn, inputs, what=what)
-            if not isinstance(got, (tuple, list)) or len(got) != 2:
-                raise c.bug("recurrence_not_a_pair", got=E.shown(got))
-            out = c.expect_tensor_output(got[0], what, (b, h, n, dv)).detach().cpu().double()
+            got = _pair(c, c.call_pure(fn, inputs, what=what), "recurrence_not_a_pair")
+            out = _float64(c.expect_tensor_output(got[0], what, (b, h, n, dv)))
+            again = f"{form} on two different batches, each with state=None"
+            c.call_pure(fn, tuple(t.flip(2) for t in inputs), what=again)  # another batch
+            if not E.same(_float64(c.call_pure(fn, inputs, what=again)[0]), out, atol=1e-6):
+                raise c.bug("recurrence_state_not_reset", f"For {again}:")
             expected, state = reference(*inputs)
-            if not E.same(out, expected, atol=1e-5):
-                again = c.call_pure(fn, inputs, what=what)[0].detach().cpu().double()
-                if not E.same(again, out, atol=1e-6):  # a second call answers differently
-                    raise c.bug("recurrence_state_not_reset", f"For {what}, called twice:")
-                candidates = [(bug, lambda s=s: reference(*inputs, **s)[0]) for bug, s in bugs]
-                c.compare(out, expected, f"For {what}:", candidates)
+            c.compare(out, expected, f"For {what}:", _variants(reference, bugs, *inputs))
             mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
             refs = state if isinstance(state, tuple) else (state,)
             if len(mine) != len(refs) or not all(
-                isinstance(m, torch.Tensor) and E.same(m.detach().cpu().double(), r, atol=1e-5)
+                isinstance(m, torch.Tensor) and E.same(_float64(m), r, atol=1e-5)
                 for m, r in zip(mine, refs)
             ):
                 shapes = [tuple(r.shape) for r in refs]
                 raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
-            _check_state_use(c, fn, form, inputs, reference, bugs, split=n // 2)
+            _check_state_handed_on(c, fn, form, inputs, reference, bugs, split=n // 2)
             E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
     c.passed(
         f"right on {len(RECURRENT_CASES)} shapes, continues from a given state and keeps none between calls",
     )
 
 
+def _check_state_handed_on(c: E.Check, fn, form, inputs, reference, bugs, split):
+    """The texts in two calls, the second continuing from the state the first returned."""
+    __tracebackhide__ = True
+    head, tail = tuple(t[:, :, :split] for t in inputs), tuple(t[:, :, split:] for t in inputs)
+    _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
+    what = f"{form} on the remaining tokens with the state of the first {split}"
+    got = _float64(c.call(fn, *tail, state, what=what)[0])
+    expected = reference(*tail, reference(*head)[1])[0]
+    if E.same(got, reference(*tail)[0], atol=1e-5) and not E.same(got, expected, atol=1e-5):
+        raise c.bug("recurrence_state_ignored", f"For {what}:")
+    in_two = [
+        (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0]) for bug, s in bugs
+    ]
+    c.compare(got, expected, f"For {what}:", in_two)
+
+
 def check_linear_attention_recurrent(fn) -> None:
     """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
     __tracebackhide__ = True
     form = "linear_attention_recurrent(q, k, v, state=None)"
-    c = E.Check("check_linear_attention_recurrent")
-    _check_recurrence(c, fn, form, linear_reference, LINEAR_BUGS)
+    _check_recurrence(
+        E.Check("check_linear_attention_recurrent"), fn, form, linear_reference, LINEAR_BUGS
+    )
 
 
 def check_gated_delta_rule(fn) -> None:
@@ -448,15 +428,11 @@ def check_linear_attention_chunked(fn) -> None:
         for chunk in (3, 4, 1, 7, 10, 16):
             what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
             got = c.call_pure(fn, (q, k, v), chunk, what=what)
-            got = c.expect_tensor_output(got, what, (2, 2, 10, 3)).detach().cpu().double()
-            candidates = [
-                (bug, lambda s=s: linear_reference(q, k, v, chunk=chunk, **s)[0])
-                for bug, s in CHUNK_BUGS
-            ]
-            c.compare(got, expected, f"For {what}:", candidates)
-        E.probe_device(
-            c, None, [q, k, v], "For chunk=4, inputs on another device:", fn=lambda *t: fn(*t, 4)
-        )
+            got = _float64(c.expect_tensor_output(got, what, (2, 2, 10, 3)))
+            variants = _variants(partial(linear_reference, chunk=chunk), CHUNK_BUGS, q, k, v)
+            c.compare(got, expected, f"For {what}:", variants)
+        where = "For chunk=4, inputs on another device:"
+        E.probe_device(c, None, [q, k, v], where, fn=lambda *t: fn(*t, 4))
     c.passed(
         "equals the quadratic form for chunks of 1, 3, 4, 7, 10 and 16 tokens (10 tokens in all)",
     )

@@ -11,22 +11,13 @@ from course_utils import plotting as P
 from course_utils.chapters import PUBLISHED, KVLayout, kv_cache_bytes
 from course_utils.chapters.ch09.explorer import KV_CONTEXTS
 from course_utils.plotting import explorer, handles
-from course_utils.validation import CourseInputError, expect_int
+from course_utils.validation import expect_int
 
 __all__ = ["KVWallView", "kv_wall_layouts", "kv_wall_data", "draw_kv_wall", "kv_wall_explorer"]
 
 QUERY_HEADS = dict(zip(PUBLISHED, (12, 32, 32, 4, 32, 128)))
 """num_attention_heads of each published config (what MHA would give every query head)."""
 
-KV_WALL_LAYOUTS = (
-    "published",
-    "MHA",
-    "GQA 8",
-    "MQA",
-    "window 4,096",
-    "2 layers per cache",
-    "MLA 512 + 64",
-)
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -48,6 +39,9 @@ def kv_wall_layouts(model: str) -> dict[str, KVLayout | None]:
     }
 
 
+KV_WALL_LAYOUTS = tuple(kv_wall_layouts("GPT-2 small"))  # the names of the bars, in their order
+
+
 @dataclass(frozen=True)
 class KVWallView:
     """What :func:`kv_wall_explorer` shows: one bar per layout, the chosen one highlighted."""
@@ -56,9 +50,8 @@ class KVWallView:
     layout: str
     context: int
     batch: int
-    gib: (
-        torch.Tensor
-    )  # (len(KV_WALL_LAYOUTS),) GiB of the batch's cache per layout, NaN where impossible
+    # GiB of the batch's cache per layout, NaN where impossible: (len(KV_WALL_LAYOUTS),)
+    gib: torch.Tensor
 
 
 def kv_wall_data(
@@ -68,8 +61,7 @@ def kv_wall_data(
     X._one_of(layout, "layout", KV_WALL_LAYOUTS, str)
     expect_int(batch, "batch", minimum=1)
     X._one_of(context, "context", KV_CONTEXTS)
-    if batch not in BATCHES:
-        raise CourseInputError(f"batch must be one of {list(BATCHES)}, but got {batch!r}.")
+    X._one_of(batch, "batch", BATCHES)
     layouts = kv_wall_layouts(model)
     gib = [
         float("nan") if lay is None else kv_cache_bytes(lay, context, batch) / 2**30
