@@ -108,8 +108,8 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
 
 
 def _run_steps(step, case: StepCase, c: E.Check | None = None):
-    """Losses and final weights of three calls of ``step`` on the case's model, made afresh from its
-    seed, each call with dropout seeded; with the check ``c``: the student's step, probed."""
+    """The losses of three calls of ``step`` on the case's model (made afresh from its seed, dropout
+    seeded per call), then its final weights, in one tensor; with ``c``: the student's step, probed."""
     torch.manual_seed(case.seed)
     model = nn.Sequential(
         nn.Embedding(case.vocab, case.width), nn.Dropout(DROPOUT), nn.Linear(case.width, case.vocab)
@@ -123,8 +123,8 @@ def _run_steps(step, case: StepCase, c: E.Check | None = None):
         torch.manual_seed(case.seed + i)
         args = (model, optimizer, x, y)
         losses.append(_student_step(c, step, args, i) if c else step(*args))
-    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
-    return torch.tensor(losses, dtype=torch.float64), weights
+    weights = [p.detach().flatten() for p in model.parameters()]
+    return torch.cat([torch.tensor(losses, dtype=torch.float64), *weights])
 
 
 def check_train_step(train_step) -> None:
@@ -140,16 +140,15 @@ def check_train_step(train_step) -> None:
             )
             got = _run_steps(train_step, case, c)
             want = _run_steps(_reference_step, case)
-            if E.same(got[0], want[0]) and E.same(got[1], want[1]):
+            if E.same(got, want):
                 continue
             for bug in STEP_BUGS:
-                variant = _run_steps(partial(_reference_step, bug=bug), case)
-                if E.same(got[0], variant[0]) and E.same(got[1], variant[1]):
+                if E.same(got, _run_steps(partial(_reference_step, bug=bug), case)):
                     raise c.bug(bug, where)
-            if not E.same(got[0], want[0]):
+            if not E.same(got[:3], want[:3]):
                 raise c.fail(
-                    f"{where} your losses were {[round(v, 4) for v in got[0].tolist()]}, "
-                    f"expected {[round(v, 4) for v in want[0].tolist()]}.",
+                    f"{where} your losses were {[round(v, 4) for v in got[:3].tolist()]}, "
+                    f"expected {[round(v, 4) for v in want[:3].tolist()]}.",
                     "F.cross_entropy(logits.flatten(0, 1), targets.flatten()): the mean over all "
                     "positions.",
                 )
@@ -314,13 +313,10 @@ class CacheCase(NamedTuple):
 
     def layer(self) -> nn.Module:
         torch.manual_seed(self.seed)
-        return (
-            E.chapters()
-            .MultiHeadAttention(
-                self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
-            )
-            .eval()
+        attn = E.chapters().MultiHeadAttention(
+            self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
         )
+        return attn.eval()
 
     def text(self, seed: int) -> torch.Tensor:  # (batch, n, d_in)
         return E.randn(self.batch, sum(self.chunks), self.d_in, seed=seed)
@@ -431,7 +427,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 result = c.call(attend_with_cache, attn, x_new, cache, what=what)
         except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
             if cache is not None and "must match the size" in str(failure.__cause__):
-                raise c.bug("cache_mask_wrong_shape", str(failure).split("\n\n")[1]) from None
+                raise c.bug("cache_mask_wrong_shape", failure.diagnosis) from None
             raise
         key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):

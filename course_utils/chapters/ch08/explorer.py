@@ -165,25 +165,15 @@ def draw_training(fig, view: TrainingView) -> None:
     if not h:
         # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
         fig.set_layout_engine("none")
-        grid = fig.add_gridspec(
-            2,
-            heads + 1,
-            width_ratios=(*[1] * heads, 0.06),
-            height_ratios=(1.45, 1.0),
-            left=0.07,
-            right=0.95,
-            top=0.94,
-            bottom=0.1,
-            wspace=0.08,
-            hspace=0.35,
-        )
-        axes = [fig.add_subplot(grid[0, i]) for i in range(heads)]
+        fig.subplots_adjust(left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
+        widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
+        grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
         h["heat"] = []
         size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
-        for i, ax in enumerate(axes):
-            h["heat"].append(
-                Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
-            )
+        for i in range(heads):
+            ax = fig.add_subplot(grid[0, i])
+            heat = Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
+            h["heat"].append(heat)
             ax.set_xticks(range(n), shot.labels, fontsize=size)
             ax.set_yticks(range(n) if i == 0 else [], shot.labels if i == 0 else [], fontsize=size)
             ax.set_title(f"head {i}" if heads > 1 else "attention", fontsize=9)
@@ -204,7 +194,6 @@ def draw_training(fig, view: TrainingView) -> None:
             0.95,
             "",
             va="top",
-            ha="left",
             family="monospace",
             fontsize=8.5,
             transform=text_ax.transAxes,
@@ -212,8 +201,7 @@ def draw_training(fig, view: TrainingView) -> None:
         )
     for heat, weights in zip(h["heat"], shot.weights):
         heat.update(weights)
-    steps = torch.arange(1, shot.step + 1)  # (step,)
-    h["curve"].set_data(steps.numpy(), shot.losses.numpy())
+    h["curve"].set_data(range(1, shot.step + 1), shot.losses.numpy())
     if shot.step:
         h["dot"].set_data([shot.step], [float(shot.losses[-1])])
         now = f"step {shot.step}: loss {float(shot.losses[-1]):.2f}"
@@ -221,9 +209,7 @@ def draw_training(fig, view: TrainingView) -> None:
         h["dot"].set_data([], [])
         now = "step 0: before training"
     _title(h["loss_ax"], now, fontsize=9)
-    lines = textwrap.wrap(
-        shot.sample, SAMPLE_WIDTH, drop_whitespace=False, replace_whitespace=True
-    )[:6]
+    lines = textwrap.wrap(shot.sample, SAMPLE_WIDTH, drop_whitespace=False)[:6]
     h["sample"].set_text("\n".join(lines) if lines else "(empty)")
 
 
