@@ -8,7 +8,7 @@ values) are what :mod:`course_utils.plotting`'s plots and the live explorers are
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -51,6 +51,10 @@ def check_labels(
         raise CourseInputError(
             f"{what} must be a list of {n} strings (one per {per}), but got the "
             f"single string {labels!r}. Tip: pass a list, e.g. text.split()."
+        )
+    if not isinstance(labels, Iterable):
+        raise CourseInputError(
+            f"{what} must be a list of {n} strings (one per {per}), but got {labels!r}."
         )
     labels = [str(label) for label in labels]
     if len(labels) != n:

@@ -75,6 +75,7 @@ def test_heatmap_into_given_axes_uses_its_figure():
         (lambda: heatmap(torch.ones(6, 6), TOKENS[:5]), "row_labels must have 6 entries"),
         (lambda: heatmap(torch.ones(2, 3), ["a", "b"], ["x"]), "col_labels must have 3 entries"),
         (lambda: heatmap(torch.ones(3, 3), "abc"), "single string 'abc'"),
+        (lambda: heatmap(torch.ones(3, 3), 3), "row_labels must be a list of 3 strings .* got 3"),
         (lambda: heatmap(torch.ones(2, 2), vmin=1, vmax=0), "vmin must not exceed vmax"),
         (lambda: heatmap(torch.ones(0, 3)), "at least one row"),
     ],

@@ -247,6 +247,7 @@ BAD_SNAPSHOTS = [
         r"same shape.*\(2, 6, 6\).*\(4, 6, 6\)",
     ),
     (lambda s: [{**s[0], "labels": ["a"]}], r"\['labels'\] must have 6 entries"),
+    (lambda s: [{**s[0], "labels": 3}], r"\['labels'\] must be a list of 6 strings"),
     (lambda s: [{**s[0], "sample": None}], r"\['sample'\] must be the generated text"),
 ]
 
