@@ -91,6 +91,8 @@ import torch
 
 from course_utils.checks import _engine as E
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none, the exercise is the softmax
+ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 SHAPES = ((4, 4), (3, 5), (1, 2))  # (queries, keys)
 
 
