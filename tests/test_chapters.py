@@ -76,5 +76,8 @@ def test_dropout_off_in_eval_mode_and_same_seed_same_layer():
     ],
 )
 def test_the_chapter_checks_accept_the_exported_classes(check, name, capsys):
-    getattr(cu.checks, check)(getattr(cu.chapters, name))
+    """The exported class's behaviour is right; handed in itself it is refused (test_honesty.py),
+    so a student's subclass with its own forward (calling the course's) carries it in."""
+    cls = getattr(cu.chapters, name)
+    getattr(cu.checks, check)(type(name, (cls,), {"forward": lambda s, x: cls.forward(s, x)}))
     assert capsys.readouterr().out.startswith(f"✓ {check}")

@@ -7,6 +7,8 @@ no nn.MultiheadAttention, no FlexAttention); the same checks still accept honest
 earlier chapter's exported code.
 """
 
+import types
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,10 +16,11 @@ from torch import nn
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
+from course_utils.checks._engine.core import handed_in
 from tests.ch02 import correct as correct02
 from tests.ch04 import correct as correct04
 from tests.ch05 import correct as correct05
-from tests.check_helpers import assert_passes
+from tests.check_helpers import assert_names_bug, assert_passes
 from tools.nbgrader_honesty import SHORTCUTS, guarded_checks
 
 C = cu.chapters
@@ -167,5 +170,27 @@ def test_honest_answers_keep_their_points(capsys):
         lambda x: torch.softmax(x @ x.T, dim=-1) @ x,
         capsys=capsys,
     )
-    # the course's own exported code is right: unguarded (in a student's kernel) it passes
-    assert_passes(cu.checks.check_causal_attention, C.CausalAttention, capsys=capsys)
+
+
+@pytest.mark.parametrize(
+    "check, given, how",
+    [
+        (cu.checks.check_causal_attention, C.CausalAttention, "own code for this exercise: <class"),
+        (cu.checks.check_causal_attention, C.ch04.CausalAttention, "own code"),  # an alias
+        (cu.checks.check_causal_attention, _Sub, "a subclass of CausalAttention that adds nothing"),
+        (cu.checks.check_causal_attention, _Copy, "a copy of its code"),
+        (cu.checks.check_causal_mask, C.causal_mask, "own code"),
+        (cu.checks.check_causal_mask, types.FunctionType(C.causal_mask.__code__, {}), "a copy"),
+        (cu.checks.check_sinusoidal_positions, C.sinusoidal_positions, "own code"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "")[:24],
+)
+def test_the_students_own_kernel_refuses_the_course_code_too(check, given, how):
+    """Unguarded, as a student runs it in JupyterLab: the engine's ensure_callable/ensure_class."""
+    assert how in str(assert_names_bug(check, given, bug="course_code_handed_in"))
+
+
+def test_the_students_own_kernel_accepts_another_chapters_export(capsys):
+    """Later chapters use earlier chapters' code: chapter 05's wrapper of chapter 04's class."""
+    assert_passes(cu.checks.check_multihead_wrapper, correct05.WrapperConcat, capsys=capsys)
+    assert handed_in(C.CausalAttention, "ch05") is None and handed_in(C.causal_mask, "ch04") is None

@@ -2,10 +2,10 @@
 for its exercise, and the library shortcuts its chapter does not allow.
 
 Instructor machinery: the grader's fresh process (``tools/nbgrader_guard.py``) calls each check
-through :func:`guard`; in a student's own kernel the checks stay as they are (the course's code is
-right, so there it earns a ✓; the grade is 0). Before the check, :func:`guard` looks at the object
-handed in: the course's own object of the checked chapter (``cu.chapters.Name``, an alias of it, a
-subclass that defines nothing of its own, or a copy whose methods are the course's code) is refused.
+through :func:`guard`. Before the check, :func:`guard` refuses the course's own object of the
+checked chapter (``cu.chapters.Name``, an alias, a subclass that defines nothing of its own, or a
+copy of its code) with the engine's ``handed_in``, which ``Check.ensure_callable``/``ensure_class``
+also apply in a student's own kernel; here it covers every check, even one that calls neither.
 While the check runs it watches two things: student code that calls into the course's object of
 the same name (a wrapper ``Name`` delegating to ``cu.chapters.Name``, or ``super().forward`` in a
 subclass of it; other exported code of the chapter stays usable), and student code that calls a
@@ -34,7 +34,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import course_utils
-from course_utils.checks._engine.core import Check, CheckFailure, shown
+from course_utils.checks._engine.core import Check, CheckFailure, handed_in, shown
 
 # A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
 SHORTCUTS = {
@@ -87,28 +87,6 @@ def _unwrap(obj: object) -> object:
     while isinstance(obj, functools.partial) or hasattr(obj, "__wrapped__"):
         obj = obj.func if isinstance(obj, functools.partial) else obj.__wrapped__
     return obj
-
-
-def handed_in(obj: object, chapter: str) -> str | None:
-    """How ``obj`` is the chapter's own code ('', ' (a subclass that adds nothing)', ...), or None."""
-    ids, files = course_code(chapter)
-    if not ids:
-        return None
-    obj = _unwrap(obj)
-    if id(obj) in ids:
-        return ""
-    if inspect.isfunction(obj):
-        return " (a copy of it)" if obj.__code__.co_filename in files else None
-    if not inspect.isclass(obj):
-        return None
-    mro = [k for k in obj.__mro__ if k is not object and not k.__module__.startswith("torch")]
-    course = [k for k in mro if id(k) in ids]
-    own = [fn for k in mro if id(k) not in ids for fn in _functions(k)]
-    if course and not [fn for fn in own if fn.__code__.co_filename not in files]:
-        return f" (a subclass of {course[0].__name__} that adds nothing of its own)"
-    if own and all(fn.__code__.co_filename in files for fn in own):
-        return " (a copy of its code)"
-    return None
 
 
 def _exported(filename: str) -> bool:

@@ -227,14 +227,24 @@ def times_temperature(scores, temperature=1.0):
 TESTS = '''"""check_{name}_weights accepts the right answer and names each known bug."""
 
 import pytest
+import torch
 
 import course_utils as cu
 from tests.ch{nn} import buggy
 from tests.check_helpers import assert_names_bug, assert_passes
 
 
-def test_the_chapters_answer_passes(capsys):
-    assert_passes(cu.checks.check_{name}_weights, cu.chapters.{name}_weights, capsys=capsys)
+def right_answer(scores, temperature=1.0):  # a student's: the course's own one earns no ✓
+    return torch.softmax(scores / temperature, dim=-1)  # (n, n)
+
+
+def test_a_right_answer_passes(capsys):
+    assert_passes(cu.checks.check_{name}_weights, right_answer, capsys=capsys)
+
+
+def test_the_chapters_own_answer_is_refused():
+    check, own = cu.checks.check_{name}_weights, cu.chapters.{name}_weights
+    assert_names_bug(check, own, bug="course_code_handed_in")
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_a
     [
         (cu.checks.check_causal_mask, b.mask_right),
         (cu.checks.check_causal_mask, b.mask_right_by_comparison),
-        (cu.checks.check_causal_mask, cu.chapters.causal_mask),
         (cu.checks.check_mask_after_softmax, b.after_right),
         (cu.checks.check_mask_before_softmax, b.before_right),
         (cu.checks.check_mask_before_softmax, b.before_additive),

@@ -21,9 +21,7 @@ check_packed = cu.checks.check_packed_causal_mask
 
 
 # ----------------------------------------------------------------------------- the checks
-@pytest.mark.parametrize(
-    "cls", [cu.chapters.TransformerBlock, buggy.Block], ids=lambda c: c.__name__
-)
+@pytest.mark.parametrize("cls", [buggy.Block], ids=lambda c: c.__name__)
 def test_block_accepts_right_classes(cls, capsys):
     assert_passes(check_block, cls, capsys=capsys)
 
@@ -40,7 +38,7 @@ def test_block_names_which_placement_was_asked_for():
     assert "computes the pre-norm block where the post-norm one was asked for" in str(failure)
 
 
-@pytest.mark.parametrize("cls", [cu.chapters.DecoderBlock, buggy.Decoder], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [buggy.Decoder], ids=lambda c: c.__name__)
 def test_decoder_accepts_right_classes(cls, capsys):
     assert_passes(check_decoder, cls, capsys=capsys)
 
@@ -52,8 +50,8 @@ def test_decoder_names_the_bug(cls, bug):
     assert_names_bug(check_decoder, cls, bug=bug)
 
 
-def test_packed_accepts_the_chapters_function(capsys):
-    assert_passes(check_packed, cu.chapters.packed_causal_mask, capsys=capsys)
+def test_packed_refuses_the_chapters_own_function():
+    assert_names_bug(check_packed, cu.chapters.packed_causal_mask, bug="course_code_handed_in")
 
 
 @pytest.mark.parametrize(
@@ -63,8 +61,8 @@ def test_packed_names_the_bug(fn, bug):
     assert_names_bug(check_packed, fn, bug=bug)
 
 
-def test_sinusoid_accepts_the_chapters_function(capsys):
-    assert_passes(check_sinusoid, cu.chapters.sinusoidal_positions, capsys=capsys)
+def test_sinusoid_refuses_the_chapters_own_function():
+    assert_names_bug(check_sinusoid, cu.chapters.sinusoidal_positions, bug="course_code_handed_in")
 
 
 @pytest.mark.parametrize(
@@ -84,7 +82,7 @@ def test_unusual_right_answers_pass(check, args, capsys):
     [
         (check_block, buggy.Block),
         (check_decoder, buggy.Decoder),
-        (check_sinusoid, cu.chapters.sinusoidal_positions),
+        (check_sinusoid, correct.sinusoid_with_exp_log),
     ],
     ids=["block", "decoder", "sinusoid"],
 )

@@ -12,34 +12,34 @@ from tests.check_helpers import assert_names_bug
 CHECKS = {
     "bytes": (
         cu.checks.check_kv_cache_bytes,
-        [cu.chapters.kv_cache_bytes, *correct.BYTES_CORRECT],
+        correct.BYTES_CORRECT,
         buggy.BYTES_BUGS,
     ),
     "mla": (
         cu.checks.check_mla_attention,
-        [cu.chapters.mla_attention, *correct.MLA_CORRECT],
+        correct.MLA_CORRECT,
         buggy.MLA_BUGS,
     ),
     "absorbed": (
         cu.checks.check_mla_absorbed,
-        [cu.chapters.mla_absorbed, *correct.MLA_CORRECT],
+        correct.MLA_CORRECT,
         buggy.MLA_BUGS,
     ),
 }
 CHECKS.update(
     recurrent=(
         cu.checks.check_linear_attention_recurrent,
-        [cu.chapters.linear_attention_recurrent, *correct.LINEAR_CORRECT],
+        correct.LINEAR_CORRECT,
         buggy.LINEAR_BUGS,
     ),
     chunked=(
         cu.checks.check_linear_attention_chunked,
-        [cu.chapters.linear_attention_chunked, *correct.CHUNK_CORRECT],
+        correct.CHUNK_CORRECT,
         buggy.CHUNK_BUGS,
     ),
     delta=(
         cu.checks.check_gated_delta_rule,
-        [cu.chapters.gated_delta_rule, *correct.DELTA_CORRECT],
+        correct.DELTA_CORRECT,
         buggy.DELTA_BUGS,
     ),
 )

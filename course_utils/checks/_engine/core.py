@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import inspect
 import os
 import re
@@ -16,6 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ... import registry
 from ..mistakes import MISTAKES, Bug
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -100,6 +103,25 @@ def describe_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
 
 
 Variants = Iterable[tuple[str, Callable[[], torch.Tensor]]]  # (mistake id, recompute) pairs
+
+
+def handed_in(obj: object, chapter: str | None) -> str | None:
+    """How ``obj`` is ``chapter``'s own exported code ('', ' (a copy of its code)'...), else None:
+    it is an exported object, or all its code (a class's across its non-torch MRO) is in that file."""
+    module = importlib.import_module(f"course_utils.chapters.{chapter}") if chapter else None
+    ids = {id(getattr(module, n, None)) for n in getattr(module, "__all__", ())}
+    while isinstance(obj, functools.partial) or hasattr(obj, "__wrapped__"):
+        obj = obj.func if isinstance(obj, functools.partial) else obj.__wrapped__
+    mro = getattr(obj, "__mro__", [obj])
+    mro = [k for k in mro if not str(getattr(k, "__module__", "")).startswith("torch")]
+    code = [getattr(v, "__func__", v) for k in mro if inspect.isclass(k) for v in vars(k).values()]
+    code = [f for f in code if inspect.isfunction(f)] + [k for k in mro if inspect.isfunction(k)]
+    if not ids or id(obj) in ids:
+        return "" if ids else None
+    if not code or any(f.__code__.co_filename != module.__file__ for f in code):
+        return None
+    course = [f" (a subclass of {k.__name__} that adds nothing)" for k in mro if id(k) in ids]
+    return (course or [" (a copy of its code)"])[0]
 
 
 class Check:
@@ -189,6 +211,13 @@ class Check:
                 raise self.bug("input_modified", f"After {what}:", what=f"{name} tensor")
         return got
 
+    def refuse_course_code(self, obj: object) -> None:
+        """Refuse the course's own export for this check's chapter (that of its checks.py)."""
+        mods = registry.chapter_modules("checks")
+        chapter = next((m.__name__.split(".")[-2] for m in mods if self.name in m.__all__), None)
+        if (how := handed_in(obj, chapter)) is not None:
+            raise self.bug("course_code_handed_in", shown=shown(obj), how=how)
+
     def ensure_callable(self, obj: object, what: str) -> None:
         if (
             not callable(obj)
@@ -197,11 +226,13 @@ class Check:
             and what.startswith("a function")
         ):
             raise self.bug("wrong_argument", what=what, kind=type(obj).__name__, shown=shown(obj))
+        self.refuse_course_code(obj)
 
     def ensure_class(self, obj: object, what: str) -> type:
         if not inspect.isclass(obj):
             bug = "instance_not_class" if isinstance(obj, nn.Module) else "wrong_argument"
             raise self.bug(bug, what=what, kind=type(obj).__name__, shown=shown(obj))
+        self.refuse_course_code(obj)
         return obj
 
     def expect_tensor_output(
