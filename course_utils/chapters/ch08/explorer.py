@@ -163,9 +163,9 @@ def draw_training(fig, view: TrainingView) -> None:
     shot = view.snapshot
     heads, n, _ = shot.weights.shape
     if not h:
-        # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
+        # fixed positions (the figure's default margins) instead of constrained layout: ~100 tick
+        # labels make that layout slow. No subplots_adjust: after a layout engine it only warns.
         fig.set_layout_engine("none")
-        fig.subplots_adjust(left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
         widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
         grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
         h["heat"] = []
