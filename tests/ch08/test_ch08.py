@@ -1,6 +1,7 @@
 """Chapter 08's exported code: the KV cache is exact, generation agrees with and without it,
 a single causal head learns the look-back task, the story is ours; and the training explorer."""
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -204,6 +205,17 @@ def fake_snapshots(heads=4, n=6, every=10, count=4):
             }
         )
     return shots
+
+
+def test_drawing_on_a_figure_that_had_a_layout_engine_warns_nothing():
+    """JupyterLab's live figure starts with constrained layout; a warning there is stray output
+    (make test-browser failed on one from fig.subplots_adjust)."""
+    view = W.training_data(W.training_snapshots(fake_snapshots()), 1)
+    fig = Figure(layout="constrained")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        W.draw_training(fig, view)
+    assert len(fig.axes) == 4 + 1 + 2  # the maps, the colour bar, the loss and the sample
 
 
 def test_training_data_replays_a_snapshot_without_retraining():

@@ -168,6 +168,9 @@ def draw_training(fig, view: TrainingView) -> None:
         fig.set_layout_engine("none")
         widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
         grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
+        # margins on the grid, not fig.subplots_adjust: that warns on a figure that had a layout
+        # engine (JupyterLab's live figure), and a warning is output the student did not ask for
+        grid.update(left=0.07, right=0.95, top=0.94, bottom=0.1, wspace=0.08, hspace=0.35)
         h["heat"] = []
         size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
         for i in range(heads):
