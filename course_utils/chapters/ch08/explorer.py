@@ -163,8 +163,7 @@ def draw_training(fig, view: TrainingView) -> None:
     shot = view.snapshot
     heads, n, _ = shot.weights.shape
     if not h:
-        # fixed positions (the figure's default margins) instead of constrained layout: ~100 tick
-        # labels make that layout slow. No subplots_adjust: after a layout engine it only warns.
+        # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
         fig.set_layout_engine("none")
         widths = (*[1] * heads, 0.06)  # the maps, then the colour bar
         grid = fig.add_gridspec(2, heads + 1, width_ratios=widths, height_ratios=(1.45, 1.0))
