@@ -75,4 +75,4 @@ def test_long_training_shows_a_progress_bar_when_live(monkeypatch):
     steps = range(3)
     assert plotting.progress(steps, "training steps") is steps
     source = (ROOT / "solutions" / "08_attention_that_learns.ipynb").read_text(encoding="utf-8")
-    assert "for step in cu.plotting.progress(range(1, 301)" in source
+    assert "for step in cu.plotting.progress(range(1, TEXT_STEPS + 1)" in source

@@ -137,3 +137,47 @@ def test_a_check_stopped_by_nbgrader_says_so_in_words():
     (output,) = cell.outputs
     assert output.ename == "Timeout" and "stopped after 300 seconds" in output.evalue
     assert all(len(line) <= feedback.WIDTH for line in output.traceback)
+
+
+def test_an_explorer_cell_is_not_run_again_but_any_other_code_is(tmp_path):
+    """The fresh run skips a cell that is only one explorer call (it draws, defines nothing); a cell
+    with anything more, such as an answer written beside the call, runs as before."""
+    assert guard.only_draws("cu.widgets.query_explorer()")
+    assert guard.only_draws("cu.widgets.training_explorer(snapshots)")
+    for source in (
+        "f = cu.widgets.query_explorer()",
+        "cu.widgets.query_explorer(softmax_stable(x))",
+        "cu.widgets.query_explorer()\nx = 1",
+        "widgets.query_explorer()",
+        "cu.checks.check_softmax(softmax_stable)",
+        "cu.widgets.query_explorer(",
+    ):
+        assert not guard.only_draws(source), source
+    beside = _notebook("", "cu.widgets.query_explorer()\n" + RIGHT)
+    assert _verdicts(tmp_path, beside) is None
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):  # every chapter's explorer is skipped
+        explorers = [
+            c for c in nbformat.read(path, 4).cells if "explorer" in c.metadata.get("tags", [])
+        ]
+        assert explorers and all(guard.only_draws(c.source) for c in explorers), path.name
+
+
+def test_the_fresh_run_sees_nbgraders_execution_variable(tmp_path, monkeypatch):
+    """nbgrader sets NBGRADER_EXECUTION while its preprocessors run: the fresh run passes it on,
+    so a teaching cell's light version (`cu.light_run()`) is light there too."""
+    answer = "if cu.light_run():\n" + "\n".join("    " + line for line in RIGHT.split("\n"))
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(_notebook(answer), path)
+    ids = ["ch01_check_softmax"]
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    guard.Template.start()  # as FreshChecks starts it: before nbgrader sets the variable
+    try:
+        monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+        light = guard.Template.rerun(str(path), str(tmp_path), ids, 30, 120)
+        monkeypatch.delenv("NBGRADER_EXECUTION")
+        full = guard.Template.rerun(str(path), str(tmp_path), ids, 30, 120)
+        assert light["ch01_check_softmax"] is None
+        assert "softmax_stable" in full["ch01_check_softmax"]
+    finally:
+        guard.Template.process.stdin.close()
+        assert guard.Template.process.wait(timeout=30) == 0
