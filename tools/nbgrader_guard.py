@@ -90,6 +90,90 @@ def graded_checks(nb) -> list[int]:
     ]
 
 
+# ----------------------------------------------------------------------------- what a check needs
+DYNAMIC_NAMES = {"exec", "eval", "compile", "globals", "locals", "vars", "setattr", "delattr"}
+DYNAMIC_NAMES |= {"__import__", "__builtins__", "builtins", "importlib", "sys", "get_ipython"}
+DYNAMIC_ATTRIBUTES = {"__dict__", "__code__", "__globals__", "__builtins__", "modules"}
+
+
+def cell_names(source: str) -> tuple[set[str], set[str], bool]:
+    """(global names the cell reads, global names it binds, whether it must always run) of a code
+    cell, read after IPython's own transformation (a magic becomes a ``get_ipython()`` call).
+
+    Read: every global name loaded, inside function and class bodies too (``symtable`` tells a
+    function's locals from the globals it reads). Bound: assignment targets of any kind, ``def``,
+    ``class``, ``import``, ``del``, ``for``/``with``/``except`` targets, walrus, ``global`` names
+    assigned in a function, and the name under an attribute or subscript assignment
+    (``W[0] = 1``, ``model.x = 2``). Always run: a cell that does not parse, or that reaches names
+    or modules indirectly (``exec``, ``globals()``, ``setattr``, ``sys``, ``get_ipython``,
+    ``__dict__``...)."""
+    import symtable
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        source = TransformerManager().transform_cell(source)
+        tree = ast.parse(source)
+        table = symtable.symtable(source, "<cell>", "exec")
+    except (SyntaxError, ValueError):
+        return set(), set(), True
+    reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
+    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    nested = list(table.get_children())
+    while nested:
+        scope = nested.pop()
+        nested.extend(scope.get_children())
+        for symbol in scope.get_symbols():
+            if symbol.is_referenced() and symbol.is_global():
+                reads.add(symbol.get_name())
+            if symbol.is_declared_global() and symbol.is_assigned():
+                binds.add(symbol.get_name())
+    dynamic = bool(reads & DYNAMIC_NAMES) or any(
+        isinstance(node, ast.Match)
+        or (isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES)
+        for node in ast.walk(tree)
+    )
+    return reads, binds | _stored_into(tree), dynamic
+
+
+def _stored_into(node) -> set[str]:
+    """Names under an attribute or subscript assignment or ``del`` in the cell's own scope
+    (``W[0] = 1``, ``model.head.bias = None``, ``del cache[k]``), outside function bodies."""
+    found = set()
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(child, (ast.Attribute, ast.Subscript)) and not isinstance(
+            child.ctx, ast.Load
+        ):
+            base = child.value
+            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
+                base = base.func if isinstance(base, ast.Call) else base.value
+            if isinstance(base, ast.Name):
+                found.add(base.id)
+        found |= _stored_into(child)
+    return found
+
+
+def needed_cells(nb, last: int) -> set[int]:
+    """Indices of the code cells up to ``last`` that a fresh run of the checks needs: every cell
+    with nbgrader metadata (checks, the student's answers, read-only given code), every cell that
+    :func:`cell_names` says must always run, and, transitively, every earlier cell binding a name
+    that a needed cell reads. What is left (teaching cells that print, plot, time or train
+    objects no check reads) is skipped; :func:`confirm` re-runs a check that then fails in full."""
+    keep: set[int] = set()
+    wanted: set[str] = set()
+    for index in range(last, -1, -1):
+        cell = nb.cells[index]
+        if cell.cell_type != "code":
+            continue
+        reads, binds, always = cell_names(cell.source)
+        if always or cell.metadata.get("nbgrader") or binds & wanted:
+            keep.add(index)
+            wanted |= reads
+    return keep
+
+
 # ----------------------------------------------------------------------------- the fresh process
 def _protected_objects() -> dict[str, object]:
     import torch
@@ -176,9 +260,17 @@ def preload() -> None:
     plt.close(figure)
 
 
-def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, str | None]:
+def rerun(
+    nb,
+    only: set[str] | None = None,
+    cell_timeout: int = 0,
+    prune: bool = False,
+    counts: dict | None = None,
+) -> dict[str, str | None]:
     """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
-    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds."""
+    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds. ``prune``:
+    only the cells :func:`needed_cells` keeps; ``counts`` gets the code cells up to the last
+    check (``cells``) and how many of them ran (``ran``)."""
     preload()
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -197,9 +289,15 @@ def rerun(nb, only: set[str] | None = None, cell_timeout: int = 0) -> dict[str, 
         if only is None or nb.cells[i].metadata["nbgrader"]["grade_id"] in only
     }
     last = max(checked, default=-1)
+    kept = needed_cells(nb, last) if prune else range(last + 1)
+    counts = {} if counts is None else counts
+    counts.update(cells=sum(c.cell_type == "code" for c in nb.cells[: last + 1]), ran=0)
     for index, cell in enumerate(nb.cells[: last + 1]):
         if cell.cell_type != "code" or (index not in checked and only_draws(cell.source)):
             continue  # an explorer's picture changes no check: the kernel has drawn it already
+        if index not in kept:
+            continue  # no check reads what this cell binds: see needed_cells and confirm
+        counts["ran"] += 1
         sink = io.StringIO()
         if index not in checked:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -243,7 +341,8 @@ def serve() -> int:
     return 0
 
 
-def _in_a_fork(request: dict) -> dict[str, str | None]:
+def _in_a_fork(request: dict) -> dict:
+    """{"verdicts": ..., "cells": ..., "ran": ...} of one fresh run in a fork ({} if none came)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the student's cells run here, and only here
@@ -258,9 +357,11 @@ def _in_a_fork(request: dict) -> dict[str, str | None]:
             import nbformat
 
             nb = nbformat.read(request["notebook"], as_version=4)
-            verdicts = rerun(nb, set(request["only"]), request["cell_timeout"])
+            counts: dict = {}
+            only, prune = set(request["only"]), request.get("prune", False)
+            verdicts = rerun(nb, only, request["cell_timeout"], prune, counts)
             with os.fdopen(write_end, "wb") as out:
-                out.write(json.dumps(verdicts).encode())
+                out.write(json.dumps(dict(counts, verdicts=verdicts)).encode())
             code = 0
         finally:
             os._exit(code)
@@ -300,10 +401,19 @@ class Template:
             )
 
     @classmethod
-    def rerun(cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+    def rerun(
+        cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
+    ) -> dict[str, str | None]:
+        """{grade_id: None or diagnosis} of one fresh run in a fork of the template."""
+        return cls.run(path, folder, ids, cell_timeout, limit, prune).get("verdicts", {})
+
+    @classmethod
+    def run(
+        cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
+    ) -> dict:
         cls.start()
         request = dict(notebook=path, folder=os.path.abspath(folder), only=ids, limit=limit)
-        request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True))
+        request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True), prune=prune)
         try:
             cls.process.stdin.write(json.dumps(request) + "\n")
             cls.process.stdin.flush()
@@ -330,12 +440,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="be the template FreshChecks forks")
     parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
     parser.add_argument("--cell-timeout", type=int, default=0, help="seconds per cell (0: none)")
+    parser.add_argument("--prune", action="store_true", help="skip cells no check needs")
     args = parser.parse_args(argv)
     if args.serve:
         return serve()
     nb = nbformat.read(args.notebook, as_version=4)
     only = None if args.only is None else set(args.only)
-    verdicts = rerun(nb, only, args.cell_timeout)
+    counts: dict = {}
+    verdicts = rerun(nb, only, args.cell_timeout, args.prune, counts)
+    sys.__stdout__.write("\nGUARD-COUNTS " + json.dumps(counts) + "\n")
     sys.__stdout__.write("\nGUARD-VERDICTS " + json.dumps(verdicts) + "\n")
     return 0
 
@@ -366,8 +479,15 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
         folder = resources.get("metadata", {}).get("path") or "."
         ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in passed]
         start = time.perf_counter()
-        verdicts = self._run(nb, folder, ids)
-        self.log.info("Fresh run of %d checks: %.1f s", len(ids), time.perf_counter() - start)
+        verdicts, report = self._run(nb, folder, ids)
+        self.log.info(
+            "Fresh run of %d checks: %.1f s; %s of %s code cells skipped; full run again for %s",
+            len(ids),
+            time.perf_counter() - start,
+            report.get("cells", 0) - report.get("ran", 0),
+            report.get("cells", "?"),
+            ", ".join(report["fallback"]) or "none",
+        )
         for index in passed:
             cell = nb.cells[index]
             grade_id = cell.metadata["nbgrader"]["grade_id"]
@@ -396,23 +516,38 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
                         text.split("\n"),
                     )
 
-    def _run(self, nb, folder: str, ids: list[str]) -> dict[str, str | None]:
+    def _run(self, nb, folder: str, ids: list[str]) -> tuple[dict, dict]:
         import nbformat
 
         with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as handle:
             nbformat.write(nb, handle)
         limit = self.cell_timeout * (len(nb.cells) + 1)
         try:
-            if hasattr(os, "fork"):
-                return Template.rerun(handle.name, folder, ids, self.cell_timeout, limit)
-            return _spawned(handle.name, folder, ids, self.cell_timeout, limit)
+            return confirm(handle.name, folder, ids, self.cell_timeout, limit)
         finally:
             os.unlink(handle.name)
 
 
-def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
-    """A fresh interpreter for one notebook (where there is no fork)."""
-    command = [sys.executable, "-m", "tools.nbgrader_guard", path]
+def confirm(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+    """(verdicts, report) of the checks ``ids``: a pruned fresh run, then, for the checks that
+    did not pass in it, a full one whose verdicts replace theirs (see the module text); the report
+    holds the pruned run's ``cells`` and ``ran`` and the ``fallback`` grade_ids."""
+    one = Template.run if hasattr(os, "fork") else _spawned
+    pruned = one(path, folder, ids, cell_timeout, limit, prune=True)
+    verdicts = dict(pruned.get("verdicts", {}))
+    fallback = [grade_id for grade_id in ids if verdicts.get(grade_id, "") is not None]
+    if fallback:
+        full = one(path, folder, fallback, cell_timeout, limit, prune=False).get("verdicts", {})
+        for grade_id in fallback:
+            verdicts.pop(grade_id, None)
+            if grade_id in full:
+                verdicts[grade_id] = full[grade_id]
+    return verdicts, dict(cells=pruned.get("cells", 0), ran=pruned.get("ran", 0), fallback=fallback)
+
+
+def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False):
+    """A fresh interpreter for one notebook (where there is no fork), as :meth:`Template.run`."""
+    command = [sys.executable, "-m", "tools.nbgrader_guard", path, *["--prune"] * prune]
     command += ["--cell-timeout", str(cell_timeout), "--only", *ids]
     try:
         done = subprocess.run(
@@ -420,10 +555,13 @@ def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: i
         )
     except subprocess.TimeoutExpired:
         return {}
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("GUARD-VERDICTS "):
-            return json.loads(line.split(" ", 1)[1])
-    return {}
+    found = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("GUARD-COUNTS "):
+            found.update(json.loads(line.split(" ", 1)[1]))
+        elif line.startswith("GUARD-VERDICTS "):
+            found["verdicts"] = json.loads(line.split(" ", 1)[1])
+    return found
 
 
 FRESH = "Checked again in a fresh process, where the notebook's cells cannot change the check:"
