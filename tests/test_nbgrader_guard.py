@@ -181,3 +181,176 @@ def test_the_fresh_run_sees_nbgraders_execution_variable(tmp_path, monkeypatch):
     finally:
         guard.Template.process.stdin.close()
         assert guard.Template.process.wait(timeout=30) == 0
+
+
+# ----------------------------------------------------------------------------- the pruned run
+ANSWER_META = {"grade": False, "grade_id": "ch01_softmax_stable", "locked": False, "solution": True}
+ID = "ch01_check_softmax"
+
+
+@pytest.fixture(scope="module")
+def template():
+    guard.Template.start()
+    yield guard.Template
+    if guard.Template.process is not None and guard.Template.process.poll() is None:
+        guard.Template.process.stdin.close()
+        assert guard.Template.process.wait(timeout=30) == 0
+
+
+def _graded(before: list[str], answer: str, after: list[str] = ()):
+    """Chapter 01's exercise as nbgrader grades it: teaching cells, the answer cell (nbgrader
+    ``solution``), more teaching cells, the check (``grade``)."""
+    nb = _notebook(answer, *after)
+    nb.cells[1].metadata["nbgrader"] = dict(ANSWER_META)
+    nb.cells[1:1] = [new_code_cell(source) for source in before]
+    return nb
+
+
+def _confirm(tmp_path, nb, ids=(ID,)):
+    path = tmp_path / "graded.ipynb"
+    nbformat.write(nb, path)
+    return guard.confirm(str(path), str(tmp_path), list(ids), 30, 300)
+
+
+SKIPPED = {  # per chapter, cells that time, train or draw for show: the pruned run skips them
+    "01": ["cu.plotting.heatmap(attn_weights", "scores_loop = torch.empty"],
+    "02": ["big_layer = SelfAttentionBatched(768, 1024)"],
+    "03": ["fig, axes = plt.subplots(1, 2"],
+    "04": ["torch_mask = nn.Dropout(0.5)"],
+    "05": ["def median_ms(layers, x, repeats)"],
+    "06": ["suspicious(x).sum().backward()"],
+    "07": ["timings = {}", "cu.bench.measure_ceilings("],
+    "08": ["# Training for show: LOOKBACK_STEPS", "def greedy_text("],
+    "09": ["FlexAttention's first call takes seconds"],
+    "10": ["# Training for show: WARMUP_RUN", "# Training for show: LENGTH_RUN"],
+    "11": ["# Training for show: RECALL_RUN"],
+}
+
+
+def test_each_solution_passes_every_check_in_the_pruned_run_without_the_full_one(
+    tmp_path, template, monkeypatch
+):
+    """The analysis keeps all that the right answers need: every chapter's solution, in
+    nbgrader's source form and run as autograde runs it, passes each check with its teaching
+    cells for show skipped, and no check needs the full run."""
+    from tools import nbgrader_meta
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    paths = sorted((ROOT / "solutions").glob("*.ipynb"))
+    assert sorted(p.name[:2] for p in paths) == sorted(SKIPPED)
+    for path in paths:
+        nb = nbgrader_meta.source_notebook(nbformat.read(path, 4), path.name)
+        checks = guard.graded_checks(nb)
+        kept = guard.needed_cells(nb, max(checks))
+        for marker in SKIPPED[path.name[:2]]:
+            (index,) = [i for i, c in enumerate(nb.cells) if marker in c.source]
+            assert index < max(checks) and index not in kept, (path.name, marker)
+        ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in checks]
+        verdicts, report = _confirm(tmp_path, nb, ids)
+        assert verdicts == dict.fromkeys(ids) and report["fallback"] == [], (path.name, verdicts)
+        assert report["ran"] < report["cells"], path.name
+
+
+NAMES = {  # source: (names read, names bound, always run)
+    "W.mul_(2)": ({"W"}, set(), False),
+    "W[0] = 1\nmodel.head.bias = None": ({"W", "model"}, {"W", "model"}, False),
+    "def f(a):\n    n = a.shape[0]\n    return n + z": ({"z"}, {"f"}, False),
+    "class C:\n    k = 3\n    def m(self):\n        return k + torch.ones(1)": (
+        {"k", "torch"},
+        {"C"},
+        False,
+    ),
+    "import time as clock\nfor i, (a, b) in enumerate(pairs):\n    total += a": (
+        {"enumerate", "pairs", "total", "a"},
+        {"clock", "i", "a", "b", "total"},
+        False,
+    ),
+    "def g():\n    global counter\n    counter += 1": ({"counter"}, {"g", "counter"}, False),
+    "with open(p) as f:\n    del cache[k]\nif (n := len(x)):\n    pass": (
+        {"open", "p", "cache", "k", "len", "x"},
+        {"f", "cache", "n"},
+        False,
+    ),
+    "%time out = f(x)": (None, None, True),
+    "!pip install thing": (None, None, True),
+    "globals()['x'] = 1": (None, None, True),
+    "setattr(cu.checks, 'check_softmax', print)": (None, None, True),
+    "vars(m).update(x=1)": (None, None, True),
+    "m.__dict__['x'] = 1": (None, None, True),
+    "sys.modules['course_utils'] = None": (None, None, True),
+    "def f(:": (None, None, True),
+}
+
+
+@pytest.mark.parametrize("source", NAMES, ids=range(len(NAMES)))
+def test_what_a_cell_reads_binds_or_always_runs(source):
+    reads, binds, always = guard.cell_names(source)
+    want_reads, want_binds, want_always = NAMES[source]
+    assert always is want_always
+    if want_reads is not None:
+        assert (reads - {"print"}, binds) == (want_reads, want_binds)
+
+
+def test_a_teaching_global_the_answer_reads_is_kept_by_the_analysis(tmp_path, template):
+    answer = RIGHT.replace("return e", "return SCALE * e")
+    nb = _graded(["SCALE = 1.0", "print('for show')", "SCALE = SCALE * 1"], answer)
+    verdicts, report = _confirm(tmp_path, nb)
+    assert verdicts == {ID: None} and report["fallback"] == []
+    assert report["ran"] == report["cells"] - 1  # only the print is skipped
+
+
+MUTATIONS = {
+    "an in-place operation": (["W = torch.ones(1)", "W.mul_(0)"], "(1 + W)"),
+    "load_state_dict": (
+        [
+            "model = torch.nn.Linear(1, 1, bias=False)",
+            "_ = model.load_state_dict({'weight': torch.zeros(1, 1)})",
+        ],
+        "(1 + model.weight.detach())",
+    ),
+    "torch.manual_seed": (
+        ["torch.manual_seed(0)"],
+        "(1 + (LUCKY - 0.4963).abs().round(decimals=3))",
+    ),
+}
+
+
+@pytest.mark.parametrize("teaching, factor", MUTATIONS.values(), ids=MUTATIONS.keys())
+def test_an_answer_relying_on_a_teaching_cells_side_effect_keeps_its_point(
+    tmp_path, template, teaching, factor
+):
+    """A teaching cell that changes a global in place (or the random state) binds no name: the
+    analysis skips it, the answer is wrong without it, and the full run gives the point."""
+    answer = RIGHT.replace("    return e", f"    return {factor} * e")
+    if "LUCKY" in factor:
+        answer = "LUCKY = torch.rand(1)  # 0.4963 after torch.manual_seed(0)\n" + answer
+    verdicts, report = _confirm(tmp_path, _graded(teaching, answer))
+    assert verdicts == {ID: None} and report["fallback"] == [ID]
+    assert report["ran"] == report["cells"] - 1  # the side effect was skipped in the pruned run
+    # the same notebook without that cell is wrong: the full run is what gave the point
+    (without, _) = _confirm(tmp_path, _graded(teaching[:-1] if len(teaching) > 1 else [], answer))
+    assert without[ID] and "check_softmax found a problem" in without[ID]
+
+
+@pytest.mark.parametrize("patch", PATCHES.values(), ids=PATCHES.keys())
+def test_a_cheating_student_still_gets_nothing_from_the_pruned_run(tmp_path, template, patch):
+    verdicts, report = _confirm(tmp_path, _graded(["print('for show')"], WRONG, [patch]))
+    assert "NaN or inf" in verdicts[ID] and report["fallback"] == [ID]
+
+
+def test_the_courses_own_code_still_earns_nothing_in_the_pruned_run(tmp_path, template):
+    nb = _graded([], "attention_weights = cu.chapters.attention_weights")
+    nb.cells[-1].source = "cu.checks.check_attention_weights(attention_weights)"
+    verdicts, report = _confirm(tmp_path, nb)
+    assert "the course's own code for this exercise" in verdicts[ID]
+
+
+def test_a_patch_in_a_skipped_teaching_looking_cell_changes_nothing(tmp_path, template):
+    """A patch hidden in cells that bind nothing a check reads is skipped in the pruned run (and
+    undone before each check in the full one): the wrong answer still fails."""
+    hide = "def warm_up():\n    cu.checks.check_softmax = lambda *a, **k: None\n    torch.allclose = lambda *a, **k: True"
+    nb = _graded([hide, "warm_up()"], WRONG)
+    assert guard.needed_cells(nb, len(nb.cells) - 1) == {0, 3, 4}
+    verdicts, report = _confirm(tmp_path, nb)
+    assert "NaN or inf" in verdicts[ID] and report["fallback"] == [ID]
+    assert report["ran"] == report["cells"] - 2

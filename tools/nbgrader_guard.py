@@ -22,6 +22,17 @@ The fresh process is cheap: one template process per grading run imports torch a
 notebook pays no interpreter start and no imports a second time. Without ``os.fork`` (Windows)
 each notebook gets a new interpreter.
 
+And it runs only the code cells the checks need (:func:`needed_cells`): the cells nbgrader marks
+(answers, checks, read-only given code), the cells that reach names indirectly, and every earlier
+cell binding a name one of those reads; teaching cells that print, plot, time or train objects no
+check reads are skipped. This never changes a score (:func:`confirm`). A check that does not
+pass in the pruned run is run again in a second fork with every cell, as before pruning, and only
+that run's verdict counts, so pruning costs no point the full run would give. And a pass from the
+pruned run is the genuine check's pass, in the same restored state, on the notebook with some
+cells left out that carry no nbgrader metadata: cells nbgrader neither locks nor restores, which
+the student could have deleted before handing in, so it gives no point that the full run would
+not give to a notebook the student could have handed in.
+
 Command line::
 
     python -m tools.nbgrader_guard NOTEBOOK.ipynb    # prints {grade_id: null or diagnosis} as JSON
@@ -128,30 +139,39 @@ def cell_names(source: str) -> tuple[set[str], set[str], bool]:
                 reads.add(symbol.get_name())
             if symbol.is_declared_global() and symbol.is_assigned():
                 binds.add(symbol.get_name())
+                reads.add(symbol.get_name())  # ``global n; n += 1`` reads it too
     dynamic = bool(reads & DYNAMIC_NAMES) or any(
         isinstance(node, ast.Match)
         or (isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES)
         for node in ast.walk(tree)
     )
+    reads |= {  # ``total += x`` reads total (symtable counts it as an assignment only)
+        node.target.id
+        for node in _outside_functions(tree)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
+    }
     return reads, binds | _stored_into(tree), dynamic
 
 
-def _stored_into(node) -> set[str]:
-    """Names under an attribute or subscript assignment or ``del`` in the cell's own scope
-    (``W[0] = 1``, ``model.head.bias = None``, ``del cache[k]``), outside function bodies."""
-    found = set()
+def _outside_functions(node):
+    """The nodes of the cell's own scope: not inside a function, lambda or class body."""
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(child, (ast.Attribute, ast.Subscript)) and not isinstance(
-            child.ctx, ast.Load
-        ):
-            base = child.value
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield child
+            yield from _outside_functions(child)
+
+
+def _stored_into(tree) -> set[str]:
+    """Names under an attribute or subscript assignment or ``del`` in the cell's own scope
+    (``W[0] = 1``, ``model.head.bias = None``, ``del cache[k]``)."""
+    found = set()
+    for node in _outside_functions(tree):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            base = node.value
             while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
                 base = base.func if isinstance(base, ast.Call) else base.value
             if isinstance(base, ast.Name):
                 found.add(base.id)
-        found |= _stored_into(child)
     return found
 
 
