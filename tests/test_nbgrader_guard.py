@@ -306,7 +306,7 @@ MUTATIONS = {
             "model = torch.nn.Linear(1, 1, bias=False)",
             "_ = model.load_state_dict({'weight': torch.zeros(1, 1)})",
         ],
-        "(1 + model.weight.detach())",
+        "(1 + model.weight.detach().reshape(()))",
     ),
     "torch.manual_seed": (
         ["torch.manual_seed(0)"],

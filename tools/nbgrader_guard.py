@@ -126,7 +126,7 @@ def cell_names(source: str) -> tuple[set[str], set[str], bool]:
         source = TransformerManager().transform_cell(source)
         tree = ast.parse(source)
         table = symtable.symtable(source, "<cell>", "exec")
-    except (SyntaxError, ValueError):
+    except Exception:  # noqa: BLE001 - a cell this cannot read always runs
         return set(), set(), True
     reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
     binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
