@@ -16,6 +16,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from tools import nbgrader_feedback as feedback
 from tools import nbgrader_guard as guard
+from tools import nbgrader_needs as needs
 from tools.nbtools import ROOT
 
 RIGHT = "def softmax_stable(x):\n    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)\n    return e / e.sum(dim=-1, keepdim=True)"
@@ -110,7 +111,7 @@ def test_the_template_reruns_each_notebook_in_a_fresh_fork(tmp_path):
         path = tmp_path / "nb.ipynb"
         nbformat.write(nb, path)
         ids = ["ch01_check_softmax"]
-        verdicts.append(guard.Template.rerun(str(path), str(tmp_path), ids, timeout, 120))
+        verdicts.append(guard.Template.run(str(path), str(tmp_path), ids, timeout, 120)["verdicts"])
     try:
         wrong, right, handed_in, stopped = (v["ch01_check_softmax"] for v in verdicts)
         assert "NaN or inf" in wrong and right is None
@@ -173,9 +174,9 @@ def test_the_fresh_run_sees_nbgraders_execution_variable(tmp_path, monkeypatch):
     guard.Template.start()  # as FreshChecks starts it: before nbgrader sets the variable
     try:
         monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-        light = guard.Template.rerun(str(path), str(tmp_path), ids, 30, 120)
+        light = guard.Template.run(str(path), str(tmp_path), ids, 30, 120)["verdicts"]
         monkeypatch.delenv("NBGRADER_EXECUTION")
-        full = guard.Template.rerun(str(path), str(tmp_path), ids, 30, 120)
+        full = guard.Template.run(str(path), str(tmp_path), ids, 30, 120)["verdicts"]
         assert light["ch01_check_softmax"] is None
         assert "softmax_stable" in full["ch01_check_softmax"]
     finally:
@@ -241,7 +242,7 @@ def test_each_solution_passes_every_check_in_the_pruned_run_without_the_full_one
     for path in paths:
         nb = nbgrader_meta.source_notebook(nbformat.read(path, 4), path.name)
         checks = guard.graded_checks(nb)
-        kept = guard.needed_cells(nb, max(checks))
+        kept = needs.needed_cells(nb, max(checks))
         for marker in SKIPPED[path.name[:2]]:
             (index,) = [i for i, c in enumerate(nb.cells) if marker in c.source]
             assert index < max(checks) and index not in kept, (path.name, marker)
@@ -284,7 +285,7 @@ NAMES = {  # source: (names read, names bound, always run)
 
 @pytest.mark.parametrize("source", NAMES, ids=range(len(NAMES)))
 def test_what_a_cell_reads_binds_or_always_runs(source):
-    reads, binds, always = guard.cell_names(source)
+    reads, binds, always = needs.cell_names(source)
     want_reads, want_binds, want_always = NAMES[source]
     assert always is want_always
     if want_reads is not None:
@@ -350,7 +351,7 @@ def test_a_patch_in_a_skipped_teaching_looking_cell_changes_nothing(tmp_path, te
     undone before each check in the full one): the wrong answer still fails."""
     hide = "def warm_up():\n    cu.checks.check_softmax = lambda *a, **k: None\n    torch.allclose = lambda *a, **k: True"
     nb = _graded([hide, "warm_up()"], WRONG)
-    assert guard.needed_cells(nb, len(nb.cells) - 1) == {0, 3, 4}
+    assert needs.needed_cells(nb, len(nb.cells) - 1) == {0, 3, 4}
     verdicts, report = _confirm(tmp_path, nb)
     assert "NaN or inf" in verdicts[ID] and report["fallback"] == [ID]
     assert report["ran"] == report["cells"] - 2

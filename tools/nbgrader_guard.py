@@ -22,16 +22,15 @@ The fresh process is cheap: one template process per grading run imports torch a
 notebook pays no interpreter start and no imports a second time. Without ``os.fork`` (Windows)
 each notebook gets a new interpreter.
 
-And it runs only the code cells the checks need (:func:`needed_cells`): the cells nbgrader marks
-(answers, checks, read-only given code), the cells that reach names indirectly, and every earlier
-cell binding a name one of those reads; teaching cells that print, plot, time or train objects no
-check reads are skipped. This never changes a score (:func:`confirm`). A check that does not
-pass in the pruned run is run again in a second fork with every cell, as before pruning, and only
-that run's verdict counts, so pruning costs no point the full run would give. And a pass from the
-pruned run is the genuine check's pass, in the same restored state, on the notebook with some
-cells left out that carry no nbgrader metadata: cells nbgrader neither locks nor restores, which
-the student could have deleted before handing in, so it gives no point that the full run would
-not give to a notebook the student could have handed in.
+It runs only the code cells the checks need (``tools/nbgrader_needs.py``): the cells nbgrader
+marks (answers, checks, read-only given code), cells that reach names indirectly, and every earlier
+cell binding a name one of those reads; teaching cells that print, plot, time or train for show
+are skipped. This changes no score (:func:`confirm`). A check that does not pass in the pruned
+run runs again in a second fork with every cell, as before pruning, and only that verdict counts:
+no point the full run gives is lost. A pass in the pruned run is the genuine check's pass, in the
+same restored state, on the notebook without some cells that carry no nbgrader metadata (cells
+nbgrader neither locks nor restores, which the student could have deleted before handing in): no
+point is given that the full run would not give to a notebook the student could hand in.
 
 Command line::
 
@@ -57,6 +56,7 @@ import types
 from pathlib import Path
 
 from tools.nbgrader_feedback import timed_out, wrap
+from tools.nbgrader_needs import needed_cells
 from tools.optional import optional_base
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,99 +99,6 @@ def graded_checks(nb) -> list[int]:
         for i, c in enumerate(nb.cells)
         if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
     ]
-
-
-# ----------------------------------------------------------------------------- what a check needs
-DYNAMIC_NAMES = {"exec", "eval", "compile", "globals", "locals", "vars", "setattr", "delattr"}
-DYNAMIC_NAMES |= {"__import__", "__builtins__", "builtins", "importlib", "sys", "get_ipython"}
-DYNAMIC_ATTRIBUTES = {"__dict__", "__code__", "__globals__", "__builtins__", "modules"}
-
-
-def cell_names(source: str) -> tuple[set[str], set[str], bool]:
-    """(global names the cell reads, global names it binds, whether it must always run) of a code
-    cell, read after IPython's own transformation (a magic becomes a ``get_ipython()`` call).
-
-    Read: every global name loaded, inside function and class bodies too (``symtable`` tells a
-    function's locals from the globals it reads). Bound: assignment targets of any kind, ``def``,
-    ``class``, ``import``, ``del``, ``for``/``with``/``except`` targets, walrus, ``global`` names
-    assigned in a function, and the name under an attribute or subscript assignment
-    (``W[0] = 1``, ``model.x = 2``). Always run: a cell that does not parse, or that reaches names
-    or modules indirectly (``exec``, ``globals()``, ``setattr``, ``sys``, ``get_ipython``,
-    ``__dict__``...)."""
-    import symtable
-
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    try:
-        source = TransformerManager().transform_cell(source)
-        tree = ast.parse(source)
-        table = symtable.symtable(source, "<cell>", "exec")
-    except Exception:  # noqa: BLE001 - a cell this cannot read always runs
-        return set(), set(), True
-    reads = {s.get_name() for s in table.get_symbols() if s.is_referenced()}
-    binds = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
-    nested = list(table.get_children())
-    while nested:
-        scope = nested.pop()
-        nested.extend(scope.get_children())
-        for symbol in scope.get_symbols():
-            if symbol.is_referenced() and symbol.is_global():
-                reads.add(symbol.get_name())
-            if symbol.is_declared_global() and symbol.is_assigned():
-                binds.add(symbol.get_name())
-                reads.add(symbol.get_name())  # ``global n; n += 1`` reads it too
-    dynamic = bool(reads & DYNAMIC_NAMES) or any(
-        isinstance(node, ast.Match)
-        or (isinstance(node, ast.Attribute) and node.attr in DYNAMIC_ATTRIBUTES)
-        for node in ast.walk(tree)
-    )
-    reads |= {  # ``total += x`` reads total (symtable counts it as an assignment only)
-        node.target.id
-        for node in _outside_functions(tree)
-        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)
-    }
-    return reads, binds | _stored_into(tree), dynamic
-
-
-def _outside_functions(node):
-    """The nodes of the cell's own scope: not inside a function, lambda or class body."""
-    for child in ast.iter_child_nodes(node):
-        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            yield child
-            yield from _outside_functions(child)
-
-
-def _stored_into(tree) -> set[str]:
-    """Names under an attribute or subscript assignment or ``del`` in the cell's own scope
-    (``W[0] = 1``, ``model.head.bias = None``, ``del cache[k]``)."""
-    found = set()
-    for node in _outside_functions(tree):
-        if isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
-            base = node.value
-            while isinstance(base, (ast.Attribute, ast.Subscript, ast.Call)):
-                base = base.func if isinstance(base, ast.Call) else base.value
-            if isinstance(base, ast.Name):
-                found.add(base.id)
-    return found
-
-
-def needed_cells(nb, last: int) -> set[int]:
-    """Indices of the code cells up to ``last`` that a fresh run of the checks needs: every cell
-    with nbgrader metadata (checks, the student's answers, read-only given code), every cell that
-    :func:`cell_names` says must always run, and, transitively, every earlier cell binding a name
-    that a needed cell reads. What is left (teaching cells that print, plot, time or train
-    objects no check reads) is skipped; :func:`confirm` re-runs a check that then fails in full."""
-    keep: set[int] = set()
-    wanted: set[str] = set()
-    for index in range(last, -1, -1):
-        cell = nb.cells[index]
-        if cell.cell_type != "code":
-            continue
-        reads, binds, always = cell_names(cell.source)
-        if always or cell.metadata.get("nbgrader") or binds & wanted:
-            keep.add(index)
-            wanted |= reads
-    return keep
 
 
 # ----------------------------------------------------------------------------- the fresh process
@@ -421,16 +328,10 @@ class Template:
             )
 
     @classmethod
-    def rerun(
-        cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
-    ) -> dict[str, str | None]:
-        """{grade_id: None or diagnosis} of one fresh run in a fork of the template."""
-        return cls.run(path, folder, ids, cell_timeout, limit, prune).get("verdicts", {})
-
-    @classmethod
     def run(
         cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
     ) -> dict:
+        """{"verdicts": {grade_id: None or diagnosis}, "cells": .., "ran": ..} of one fresh run."""
         cls.start()
         request = dict(notebook=path, folder=os.path.abspath(folder), only=ids, limit=limit)
         request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True), prune=prune)
