@@ -143,6 +143,26 @@ def test_killing_the_client_kills_its_kernel(warm):
         km.shutdown_kernel(now=True)
 
 
+def test_a_forked_kernel_reseeds_numpys_global_generator():
+    """The server does not load numpy.random today; were it to, each fork must reseed it."""
+    import numpy.random
+
+    draws = []
+    for _ in range(2):
+        read, write = os.pipe()
+        if os.fork() == 0:  # what the server's child does before it becomes a kernel
+            try:
+                warm_kernel._reseed()
+                os.write(write, repr(numpy.random.rand()).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        draws.append(os.read(read, 100))
+        os.close(read)
+        os.wait()
+    assert draws[0] != draws[1]
+
+
 def test_a_cell_past_its_time_limit_is_interrupted_and_the_next_runs(warm, tmp_path):
     start = time.monotonic()
     nb = run(

@@ -267,12 +267,11 @@ def _set_path(request: dict) -> None:
 
 
 def _reseed() -> None:
-    """Give this kernel its own random state (a fork copies the server's)."""
-    import random
-
-    random.seed()
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()
+    """Give this kernel its own random state: Python's ``random`` reseeds itself in a forked
+    child (``os.register_at_fork``), numpy's global generator, if the server loaded it, does not."""
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
 
 
 def _die_with_client(conn: socket.socket) -> None:
