@@ -315,6 +315,8 @@ class Server:
         import shutil
         import subprocess
 
+        if not os.path.exists(self.path + READY):  # still preloading: nothing to wait for
+            self.process.kill()
         if self.process.stdin and not self.process.stdin.closed:
             self.process.stdin.close()
         try:
@@ -401,7 +403,10 @@ def configure(c) -> bool:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--serve"] and len(argv) == 2:
-        return serve(argv[1])
+        code = serve(argv[1])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # torch's teardown would hold up the nbgrader process waiting for us
     return client(argv)
 
 
