@@ -11,7 +11,9 @@ student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any
 2. *limits*: the solutions are autograded once as a student; each cell may then take
    ``FACTOR`` times its measured time, at least ``MIN_LIMIT`` s (a student's own cells: ``FACTOR``
    times the 95th percentile of the solution's cells). Kept in ``.grade/`` until ``source/`` changes;
-3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA. A student
+3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA (every
+   worker's kernels are forked from one process that has imported torch and the course,
+   tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). A student
    whose kernel dies is graded again notebook by notebook, so one crashing notebook costs only
    itself; a cell that hangs is stopped at its limit and named in the summary;
 4. the summary, in words: timeouts, crashed and missing or renamed notebooks.
