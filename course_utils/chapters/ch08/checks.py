@@ -85,9 +85,8 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
         raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        loss = loss.item()
-    elif type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1:  # a NumPy number
+    numpy_number = type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
+    if numpy_number or isinstance(loss, torch.Tensor) and loss.numel() == 1:
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")

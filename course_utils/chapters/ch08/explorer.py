@@ -186,16 +186,8 @@ def draw_training(fig, view: TrainingView) -> None:
         h["loss_ax"] = ax
         text_ax.axis("off")
         text_ax.set_title("greedy sample at this step", fontsize=9, loc="left")
-        h["sample"] = text_ax.text(
-            0.0,
-            0.95,
-            "",
-            va="top",
-            family="monospace",
-            fontsize=8.5,
-            transform=text_ax.transAxes,
-            animated=True,
-        )
+        h["sample"] = text_ax.text(0.0, 0.95, "", transform=text_ax.transAxes, animated=True)
+        h["sample"].set(va="top", family="monospace", fontsize=8.5)
     for heat, weights in zip(h["heat"], shot.weights):
         heat.update(weights)
     h["curve"].set_data(range(1, shot.step + 1), shot.losses.numpy())
