@@ -49,20 +49,18 @@ BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches t
 def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
     """The bytes of ``batch`` caches of ``context`` tokens. A switch of BYTES_BUGS reproduces a slip
     (values, window, rope_key, sharing, per_text default to True, the others to False)."""
-    on = {**dict.fromkeys(BYTES_ON, True), **slip}
-    values, window, rope_key, sharing, per_text, window_all, latent_per_head, latent_twice = (
-        on.get(k, False) for k in (*BYTES_ON, "window_all", "latent_per_head", "latent_twice")
-    )
-    caches = layout.layers // (layout.layers_per_cache if sharing else 1)
+    on = {**dict.fromkeys(BYTES_ON, True), **slip}.get
+    caches = layout.layers // (layout.layers_per_cache if on("sharing") else 1)
     if layout.latent_dim:
-        per_token = layout.latent_dim + (layout.rope_dim if rope_key else 0)
-        per_token *= (2 if latent_twice else 1) * (layout.kv_heads if latent_per_head else 1)
+        per_token = layout.latent_dim + (layout.rope_dim if on("rope_key") else 0)
+        per_token *= 2 if on("latent_twice") else 1
+        per_token *= layout.kv_heads if on("latent_per_head") else 1
     else:
-        per_token = (2 if values else 1) * layout.kv_heads * layout.head_dim
-    windowed = caches if (window_all and layout.window) else min(layout.windowed_caches, caches)
-    held = min(context, layout.window) if (window and layout.window) else context
+        per_token = (2 if on("values") else 1) * layout.kv_heads * layout.head_dim
+    windowed = caches if on("window_all") else min(layout.windowed_caches, caches)
+    held = min(context, layout.window) if (on("window") and layout.window) else context
     tokens = windowed * held + (caches - windowed) * context
-    return (batch if per_text else 1) * tokens * per_token * bytes_per_value
+    return (batch if on("per_text") else 1) * tokens * per_token * bytes_per_value
 
 
 BYTES_BUGS = (
@@ -136,30 +134,27 @@ def mla_reference(x, w, cache=None, **slip):
     transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
     scale_rope (default True), restart, top_left, no_rope: see MLA_BUGS."""
     on = {"scale_rope": True, **slip}.get
-    scale_rope, restart, top_left, no_rope, swap, transposed = (
-        on(k, False) for k in ("scale_rope", "restart", "top_left", "no_rope", "swap", "transposed")
-    )
     rope = E.chapters().apply_rope
     x = _float64(x)
     b, n, _ = x.shape
     h, hd, dr = w.heads, w.head_dim, w.rope_dim
     W = {name: _float64(t) for name, t in vars(w).items() if name.startswith("w_")}
     start = 0 if cache is None else cache[0].shape[1]
-    positions = torch.arange(n) + (0 if restart else start)  # (n,)
+    positions = torch.arange(n) + (0 if on("restart") else start)  # (n,)
     latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
     if cache is not None:
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
     N, dc = latent.shape[1:]
-    w_k, w_v = (W["w_uv"], W["w_uk"]) if swap else (W["w_uk"], W["w_uv"])
-    if transposed:
+    w_k, w_v = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
+    if on("transposed"):
         k, v = (latent[:, None] @ m.view(h, dc, hd) for m in (w_k, w_v))  # (b, h, N, hd) each
     else:
         k, v = ((latent @ m.T).view(b, N, h, hd).transpose(1, 2) for m in (w_k, w_v))
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
     q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
-    scores = q @ k.mT + (0 if no_rope else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
-    scores = scores / math.sqrt(hd + dr if scale_rope else hd)
-    first = 0 if top_left else N - n
+    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
+    scores = scores / math.sqrt(hd + dr if on("scale_rope") else hd)
+    first = 0 if on("top_left") else N - n
     allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
     weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(b, n, h * hd) @ W["w_o"].T  # (b, n, d)
@@ -274,10 +269,7 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one chunk per
     token, i.e. the recurrence); returns (out, (S, z)). Switches (False unless given): norm=False,
     before, strict, state_first, boundary_twice reproduce the slips of LINEAR_BUGS and CHUNK_BUGS."""
-    norm, before, strict, state_first, boundary_twice = (
-        slip.get(key, key == "norm")
-        for key in ("norm", "before", "strict", "state_first", "boundary_twice")
-    )
+    on = {"norm": True, **slip}.get
     fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
     v = _float64(v)
     b, h, n, dk = fq.shape
@@ -286,15 +278,15 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     for lo in range(0, n, c):
         hi = min(lo + c, n)
         cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
-        grown = (S + ck.mT @ cv, z + ck.sum(2)) if state_first else (S, z)
-        scores = (cq @ ck.mT).tril(-1 if strict or before else 0)
-        if state_first:
+        grown = (S + ck.mT @ cv, z + ck.sum(2)) if on("state_first") else (S, z)
+        scores = (cq @ ck.mT).tril(-1 if on("strict") or on("before") else 0)
+        if on("state_first"):
             scores = scores * 0
         top = scores @ cv + cq @ grown[0]
         outs.append(
-            top / (scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]) if norm else top
+            top / (scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]) if on("norm") else top
         )
-        end = min(hi + 1, n) if boundary_twice else hi
+        end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
 
@@ -302,28 +294,22 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
 def delta_reference(q, k, v, alpha, beta, state=None, **slip):
     """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
     Switches (False unless given) reproduce DELTA_BUGS."""
-    gate_on_write, erase_ungated, no_erase, before, transposed, no_gate = (
-        slip.get(key, False)
-        for key in ("gate_on_write", "erase_ungated", "no_erase", "before", "transposed", "no_gate")
-    )
+    on = slip.get
     q, k, v, alpha, beta = (_float64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
     S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
     outs = []
     for t in range(n):
         kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
-        a = 1.0 if no_gate else alpha[:, :, t, None, None]
+        a = 1.0 if on("no_gate") else alpha[:, :, t, None, None]
         read = S
-        decayed = S if gate_on_write else a * S
-        error = vt - ((S if erase_ungated else decayed) @ kt[..., None]).squeeze(-1)
-        write = vt if no_erase else error
-        outer = (
-            kt[..., None] * write[..., None, :]
-            if transposed
-            else write[..., None] * kt[..., None, :]
-        )
-        S = a * (S + bt * outer) if gate_on_write else decayed + bt * outer
-        outs.append(((read if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+        decayed = S if on("gate_on_write") else a * S
+        error = vt - ((S if on("erase_ungated") else decayed) @ kt[..., None]).squeeze(-1)
+        write = vt if on("no_erase") else error
+        outer = write[..., None] * kt[..., None, :]  # (b, h, dv, dk)
+        outer = outer.mT if on("transposed") else outer
+        S = a * (S + bt * outer) if on("gate_on_write") else decayed + bt * outer
+        outs.append(((read if on("before") else S) @ q[:, :, t, :, None]).squeeze(-1))
     return torch.stack(outs, 2), S
 
 
