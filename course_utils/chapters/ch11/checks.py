@@ -344,8 +344,9 @@ def _inputs(b, h, n, dk, dv, seed, delta=False):
     return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
 
 
-def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
+def _check_recurrence(fn, form, reference, bugs, delta=False):
     __tracebackhide__ = True
+    c = E.Check("check_" + form.split("(")[0])
     c.ensure_callable(fn, f"a function {form}")
     with E.isolated():
         for b, h, n, dk, dv, seed in RECURRENT_CASES:
@@ -394,17 +395,14 @@ def check_linear_attention_recurrent(fn) -> None:
     """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
     __tracebackhide__ = True
     form = "linear_attention_recurrent(q, k, v, state=None)"
-    _check_recurrence(
-        E.Check("check_linear_attention_recurrent"), fn, form, linear_reference, LINEAR_BUGS
-    )
+    _check_recurrence(fn, form, linear_reference, LINEAR_BUGS)
 
 
 def check_gated_delta_rule(fn) -> None:
     """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
     __tracebackhide__ = True
     form = "gated_delta_rule(q, k, v, alpha, beta, state=None)"
-    c = E.Check("check_gated_delta_rule")
-    _check_recurrence(c, fn, form, delta_reference, DELTA_BUGS, delta=True)
+    _check_recurrence(fn, form, delta_reference, DELTA_BUGS, delta=True)
 
 
 def check_linear_attention_chunked(fn) -> None:
