@@ -47,8 +47,7 @@ BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches t
 
 
 def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
-    """The bytes of ``batch`` caches of ``context`` tokens. A switch of BYTES_BUGS reproduces a slip
-    (values, window, rope_key, sharing, per_text default to True, the others to False)."""
+    """The bytes of ``batch`` caches of ``context`` tokens; a switch of BYTES_BUGS reproduces a slip."""
     on = {**dict.fromkeys(BYTES_ON, True), **slip}.get
     caches = layout.layers // (layout.layers_per_cache if on("sharing") else 1)
     if layout.latent_dim:
@@ -221,9 +220,8 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
                 c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
                 return got
 
-            what = (
-                f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}, latent {dc}, rope {dr}"
-            )
+            what = f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}"
+            what += f", latent {dc}, rope {dr}"
             out, cache = student(x, None)
             ref, (latent, _) = mla_reference(x, w)
             _check_cache(c, cache, what, w, latent)
@@ -234,9 +232,8 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
                 _check_cache(c, cache, f"the step with tokens {lo} to {hi - 1}", w, latent[:, :hi])
             sizes = ", ".join(f"{hi - lo}" for lo, hi in STEPS)
             where = f"For {what}, run step by step ({sizes} tokens) with the cache:"
-            c.compare(
-                _float64(stepwise), ref, where, _variants(mla_in_steps, MLA_BUGS, x, w), atol=1e-4
-            )
+            variants = _variants(mla_in_steps, MLA_BUGS, x, w)
+            c.compare(_float64(stepwise), ref, where, variants, atol=1e-4)
             # the last step again, with x, every weight of w and the cache as if on another device
             names = [name for name in vars(w) if name.startswith("w_")]
 
@@ -266,9 +263,8 @@ def check_mla_absorbed(fn) -> None:
 
 # --------------------------------------------------------------------------- linear attention
 def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
-    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one chunk per
-    token, i.e. the recurrence); returns (out, (S, z)). Switches (False unless given): norm=False,
-    before, strict, state_first, boundary_twice reproduce the slips of LINEAR_BUGS and CHUNK_BUGS."""
+    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one token per
+    chunk, the recurrence), returning (out, (S, z)); switches reproduce LINEAR_BUGS, CHUNK_BUGS."""
     on = {"norm": True, **slip}.get
     fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
     v = _float64(v)
@@ -283,9 +279,8 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
         if on("state_first"):
             scores = scores * 0
         top = scores @ cv + cq @ grown[0]
-        outs.append(
-            top / (scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]) if on("norm") else top
-        )
+        normaliser = scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]  # (b, h, c, 1)
+        outs.append(top / normaliser if on("norm") else top)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)

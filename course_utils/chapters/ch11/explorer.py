@@ -89,16 +89,13 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         ax.set_ylim(n - 0.5, -0.5)
         P.plain_axes(ax, "KV cache of the batch (16-bit)", "", axis="x")
         h["ax"] = ax
-    for i, (bar, text, gib, name) in enumerate(
-        zip(h["bars"], h["texts"], view.gib.tolist(), KV_WALL_LAYOUTS)
-    ):
-        known = gib == gib
+    for i, (bar, text, gib) in enumerate(zip(h["bars"], h["texts"], view.gib.tolist())):
+        known = gib == gib  # NaN: the layout is not possible for this model
         bar.set_width(gib if known else 0.0)
-        bar.set_color(P.QUERY_COLOUR if name == view.layout else P.MUTED_COLOUR)
+        bar.set_color(P.QUERY_COLOUR if KV_WALL_LAYOUTS[i] == view.layout else P.MUTED_COLOUR)
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
-        text.set_text(
-            X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
-        )
+        label = X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
+        text.set_text(label)
     X._title(h["ax"], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
 
 
