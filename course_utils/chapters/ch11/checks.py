@@ -9,7 +9,6 @@ file), so a wrong answer is named by finding the switch that reproduces it on ev
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import partial
 
 import torch
@@ -235,14 +234,11 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
             variants = _variants(mla_in_steps, MLA_BUGS, x, w)
             c.compare(_float64(stepwise), ref, where, variants, atol=1e-4)
             # the last step again, with x, every weight of w and the cache as if on another device
-            names = [name for name in vars(w) if name.startswith("w_")]
-
-            def moved(x_new, latent, rope_keys, *weights, w=w):
-                return fn(x_new, replace(w, **dict(zip(names, weights))), (latent, rope_keys))
-
-            tensors = [x[:, -1:], *(t.detach() for t in cache), *(getattr(w, n) for n in names)]
+            # (the tensors given are placed themselves: the call takes them from w and the cache)
+            last, weights = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
             where = f"For {what}, with x, w and the cache on another device:"
-            E.probe_device(c, None, tensors, where, fn=moved)
+            step = lambda *placed: fn(last, w, tuple(cache))  # noqa: E731
+            E.probe_device(c, None, [last, *cache, *weights], where, fn=step)
     c.passed(
         f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
         "(3, 1, 2, 1 tokens), and caches the latent",
