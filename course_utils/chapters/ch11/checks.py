@@ -190,17 +190,15 @@ def mla_in_steps(x, w, **slip):
 def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
     """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
     (b, N, dc), h, hd, dr = latent.shape, w.heads, w.head_dim, w.rope_dim
-    if isinstance(cache, (tuple, list)) and len(cache) == 2:
-        lat, r = cache
-        if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
-            if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
-                raise c.bug(
-                    "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
-                )
-            if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
-                if not E.same(_float64(lat), latent, atol=1e-4):
-                    raise c.bug("mla_cache_not_latent", f"After {what}:")
-                return
+    lat, r = cache if isinstance(cache, (tuple, list)) and len(cache) == 2 else (None, None)
+    if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
+        if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
+            shape = tuple(lat.shape)
+            raise c.bug("mla_cache_after_up_projection", f"After {what}:", shape=shape, dc=dc)
+        if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+            if not E.same(_float64(lat), latent, atol=1e-4):
+                raise c.bug("mla_cache_not_latent", f"After {what}:")
+            return
     expected = f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))"
     raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), expected=expected)
 
