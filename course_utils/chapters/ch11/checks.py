@@ -351,10 +351,8 @@ def _check_recurrence(fn, form, reference, bugs, delta=False):
             c.compare(out, expected, f"For {what}:", _variants(reference, bugs, *inputs))
             mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
             refs = state if isinstance(state, tuple) else (state,)
-            if len(mine) != len(refs) or not all(
-                isinstance(m, torch.Tensor) and E.same(_float64(m), r, atol=1e-5)
-                for m, r in zip(mine, refs)
-            ):
+            matches = [E.same(m, r, atol=1e-5) for m, r in zip(mine, refs)]  # False: not a tensor
+            if len(mine) != len(refs) or not all(matches):
                 shapes = [tuple(r.shape) for r in refs]
                 raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
             _check_state_handed_on(c, fn, form, inputs, reference, bugs, split=n // 2)

@@ -109,16 +109,14 @@ def kv_wall_explorer(
     start = {"model": model, "layout": layout, "context": context, "batch": batch}
 
     def controls(widgets):
+        contexts = [(f"{k:,}", k) for k in KV_CONTEXTS]  # (label, value) pairs
         return {
             "model": widgets.Dropdown(options=list(PUBLISHED), value=model, description="model"),
             "layout": widgets.Dropdown(
                 options=list(KV_WALL_LAYOUTS), value=layout, description="layout"
             ),
             "context": widgets.SelectionSlider(
-                options=[(f"{k:,}", k) for k in KV_CONTEXTS],
-                value=context,
-                description="context (tokens)",
-                **X.slider_style(),
+                options=contexts, value=context, description="context (tokens)", **X.slider_style()
             ),
             "batch": widgets.SelectionSlider(
                 options=list(BATCHES), value=batch, description="batch", **X.slider_style()
