@@ -41,35 +41,33 @@ def _float64(t: torch.Tensor) -> torch.Tensor:
 # MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
+
 # --------------------------------------------------------------------------- kv_cache_bytes
-BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
-
-
 def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
-    """The bytes of ``batch`` caches of ``context`` tokens; a switch of BYTES_BUGS reproduces a slip."""
-    on = {**dict.fromkeys(BYTES_ON, True), **slip}.get
-    caches = layout.layers // (layout.layers_per_cache if on("sharing") else 1)
+    """Bytes of ``batch`` caches of ``context`` tokens; a switch of BYTES_BUGS reproduces a slip."""
+    on = slip.get
+    caches = layout.layers // (1 if on("no_sharing") else layout.layers_per_cache)
     if layout.latent_dim:
-        per_token = layout.latent_dim + (layout.rope_dim if on("rope_key") else 0)
+        per_token = layout.latent_dim + (0 if on("no_rope_key") else layout.rope_dim)
         per_token *= 2 if on("latent_twice") else 1
         per_token *= layout.kv_heads if on("latent_per_head") else 1
     else:
-        per_token = (2 if on("values") else 1) * layout.kv_heads * layout.head_dim
+        per_token = (1 if on("keys_only") else 2) * layout.kv_heads * layout.head_dim
     windowed = caches if on("window_all") else min(layout.windowed_caches, caches)
-    held = min(context, layout.window) if (on("window") and layout.window) else context
+    held = context if (on("no_window") or not layout.window) else min(context, layout.window)
     tokens = windowed * held + (caches - windowed) * context
-    return (batch if on("per_text") else 1) * tokens * per_token * bytes_per_value
+    return (1 if on("one_text") else batch) * tokens * per_token * bytes_per_value
 
 
 BYTES_BUGS = (
-    ("kv_values_forgotten", {"values": False}),
-    ("kv_window_ignored", {"window": False}),
+    ("kv_values_forgotten", {"keys_only": True}),
+    ("kv_window_ignored", {"no_window": True}),
     ("kv_window_everywhere", {"window_all": True}),
     ("kv_latent_per_head", {"latent_per_head": True}),
     ("kv_latent_twice", {"latent_twice": True}),
-    ("kv_rope_key_forgotten", {"rope_key": False}),
-    ("kv_sharing_ignored", {"sharing": False}),
-    ("kv_batch_ignored", {"per_text": False}),
+    ("kv_rope_key_forgotten", {"no_rope_key": True}),
+    ("kv_sharing_ignored", {"no_sharing": True}),
+    ("kv_batch_ignored", {"one_text": True}),
 )
 
 
@@ -130,8 +128,8 @@ def mla_reference(x, w, cache=None, **slip):
 
     swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
     transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
-    scale_rope (default True), restart, top_left, no_rope: see MLA_BUGS."""
-    on = {"scale_rope": True, **slip}.get
+    scale_without_rope, restart, top_left, no_rope: see MLA_BUGS (all off unless given)."""
+    on = slip.get
     rope = E.chapters().apply_rope
     x = _float64(x)
     b, n, _ = x.shape
@@ -151,7 +149,7 @@ def mla_reference(x, w, cache=None, **slip):
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
     q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
     scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
-    scores = scores / math.sqrt(hd + dr if on("scale_rope") else hd)
+    scores = scores / math.sqrt(hd if on("scale_without_rope") else hd + dr)
     first = 0 if on("top_left") else N - n
     allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
     weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
@@ -163,7 +161,7 @@ MLA_BUGS = (
     ("mla_absorbed_wrong_side", {"swap": True}),
     ("mla_head_blocks_transposed", {"transposed": True}),
     ("mla_rope_part_missing", {"no_rope": True}),
-    ("mla_scale_without_rope", {"scale_rope": False}),
+    ("mla_scale_without_rope", {"scale_without_rope": True}),
     ("mla_positions_restart", {"restart": True}),
     ("mla_cache_mask_top_left", {"top_left": True}),
 )
@@ -259,7 +257,7 @@ def check_mla_absorbed(fn) -> None:
 def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one token per
     chunk, the recurrence), returning (out, (S, z)); switches reproduce LINEAR_BUGS, CHUNK_BUGS."""
-    on = {"norm": True, **slip}.get
+    on = slip.get
     fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
     v = _float64(v)
     b, h, n, dk = fq.shape
@@ -274,7 +272,7 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
             scores = scores * 0
         top = scores @ cv + cq @ grown[0]
         normaliser = scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]  # (b, h, c, 1)
-        outs.append(top / normaliser if on("norm") else top)
+        outs.append(top if on("no_norm") else top / normaliser)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
@@ -303,11 +301,11 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
 
 
 LINEAR_BUGS = (
-    ("linear_no_normaliser", {"norm": False}),
+    ("linear_no_normaliser", {"no_norm": True}),
     ("linear_reads_before_write", {"before": True}),
 )
 CHUNK_BUGS = (
-    ("linear_no_normaliser", {"norm": False}),
+    ("linear_no_normaliser", {"no_norm": True}),
     ("chunk_diagonal_dropped", {"strict": True}),
     ("chunk_state_includes_chunk", {"state_first": True}),
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),

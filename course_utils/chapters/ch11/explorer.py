@@ -62,16 +62,15 @@ def kv_wall_data(
     expect_int(batch, "batch", minimum=1)
     X._one_of(context, "context", KV_CONTEXTS)
     X._one_of(batch, "batch", BATCHES)
-    layouts = kv_wall_layouts(model)
     gib = [
         float("nan") if lay is None else kv_cache_bytes(lay, context, batch) / 2**30
-        for lay in layouts.values()
+        for lay in kv_wall_layouts(model).values()
     ]
     return KVWallView(model, layout, context, batch, torch.tensor(gib, dtype=torch.float64))
 
 
 def draw_kv_wall(fig, view: KVWallView) -> None:
-    """Horizontal bars on a log-2 byte axis, GPU sizes marked."""
+    """Horizontal bars on a log-2 byte axis, the chosen layout highlighted."""
     h = handles(fig)
     n = len(KV_WALL_LAYOUTS)
     if not h:
@@ -80,7 +79,6 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         h["texts"] = [
             ax.text(1.0, i, "", va="center", fontsize=8.5, animated=True) for i in range(n)
         ]
-        X._gpu_lines(ax, (24, 80), 0, 1, 1.0)
         ax.set_xscale("log", base=2)
         ticks = [2.0**k for k in range(-10, 15, 3)]
         ax.set_xticks(ticks, [X.format_bytes(t * 2**30) for t in ticks])
