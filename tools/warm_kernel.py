@@ -116,6 +116,7 @@ def preload() -> None:
     import IPython.core.debugger  # noqa: F401
     import matplotlib.pyplot  # noqa: F401
     import torch  # noqa: F401
+    import torch.nn.attention.bias  # noqa: F401 - loads torch._dynamo, as a first optimizer would (~1 s)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
