@@ -30,7 +30,6 @@ _LAZY = {
     "widgets": ".widgets",
     "bench": ".chapters.ch07.bench",
 }
-_LAZY_SUBMODULES = tuple(_LAZY)
 
 __all__ = [
     "EXAMPLE_SENTENCE",
@@ -45,12 +44,12 @@ __all__ = [
     "portable_dropout_mask",
     "portable_rand",
     "seed_everything",
-    *_LAZY_SUBMODULES,
+    *_LAZY,
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY_SUBMODULES:
+    if name in _LAZY:
         module = importlib.import_module(_LAZY[name], __name__)
         globals()[name] = module
         return module
@@ -58,4 +57,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+    return sorted(set(globals()) | set(_LAZY))

@@ -34,6 +34,7 @@ from ._artists import (
     tick_labels,
 )
 from ._render import render_png  # the live explorers' fast PNG frames
+from .repro import light_run
 from .validation import CourseInputError, expect_int, expect_tensor
 
 
@@ -212,6 +213,9 @@ STATIC_ENV_VAR = "COURSE_STATIC_WIDGETS"
 STATIC_NOTE = "(static view: run in JupyterLab or Colab to move the controls)"
 """The one line an explorer prints under its static figure."""
 
+GRADING_NOTE = "(explorer not drawn while nbgrader grades: open the notebook to move its controls)"
+"""The one line an explorer prints instead of anything else while nbgrader grades (light_run)."""
+
 LIVE_DPI = 100
 """Resolution of the live pictures: sharp at the size JupyterLab and Colab show them."""
 
@@ -323,7 +327,8 @@ def explorer(
 
     Without ipywidgets or with ``COURSE_STATIC_WIDGETS=1`` (nbval, ``make solutions``), it
     shows one static figure for ``values`` and prints :data:`STATIC_NOTE`. Bad starting
-    values raise before anything is shown. Returns ``None``.
+    values raise before anything is shown. While nbgrader grades (``light_run()``), nobody sees
+    it: it computes and draws nothing and prints :data:`GRADING_NOTE`. Returns ``None``.
 
     Example (a complete explorer)::
 
@@ -343,6 +348,9 @@ def explorer(
 
         explorer(compute, draw, {"temperature": 1.0}, controls, figsize=(4, 3))
     """
+    if light_run():
+        print(GRADING_NOTE)
+        return
     view = compute(**values)  # bad starting values fail here, before anything is shown
     if static_mode():
         fig = new_figure(figsize)

@@ -12,18 +12,18 @@ Two facts shape this module:
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Sequence
 
+import numpy as np  # a requirement of the course (requirements.txt)
 import torch
 
 from .validation import CourseInputError, expect_int, expect_probability
 
 DEVICE_ENV_VAR = "COURSE_DEVICE"
-GRADING_ENV_VAR = (
-    "NBGRADER_EXECUTION"  # nbgrader sets it to "autograde" or "validate" while it runs
-)
+GRADING_ENV_VAR = "NBGRADER_EXECUTION"  # nbgrader sets it to "autograde" or "validate"
 
 
 def light_run() -> bool:
@@ -69,7 +69,7 @@ def _use_full_fp32_matmul() -> None:
 
 
 def seed_everything(seed: int = 123, device: str | None = None) -> torch.device:
-    """Seed Python, NumPy (if installed) and torch (CPU and every GPU); return the device.
+    """Seed Python, NumPy and torch (CPU and every GPU); return the device.
 
     Also switches CUDA matmuls to full fp32 (no TF32), so values printed on a GPU
     match the CPU's. Create random data and parameters on the CPU after this call,
@@ -77,12 +77,7 @@ def seed_everything(seed: int = 123, device: str | None = None) -> torch.device:
     """
     expect_int(seed, "seed", minimum=0)
     random.seed(seed)
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with the course
-        pass
-    else:
-        np.random.seed(seed % 2**32)
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     _use_full_fp32_matmul()
     return get_device(device)
@@ -106,9 +101,7 @@ def portable_rand(shape: Sequence[int] | int, seed: int) -> torch.Tensor:
     """
     dims = _shape_tuple(shape)
     expect_int(seed, "seed", minimum=0)
-    count = 1
-    for d in dims:
-        count *= d
+    count = math.prod(dims)
     if count > 1_000_000:
         raise CourseInputError(
             f"portable_rand is for small teaching tensors (at most 1,000,000 numbers), "

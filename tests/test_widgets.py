@@ -233,6 +233,53 @@ def test_static_figure_matches_the_default_controls(shown, monkeypatch, capsys):
     assert fingerprint(shown[0]) == fingerprint(expected)
 
 
+# ----------------------------------------------------------------------------- while nbgrader grades
+@pytest.mark.parametrize("static", ["1", None], ids=["static", "live"])
+@pytest.mark.parametrize("name", bench.explorer_names())
+def test_while_nbgrader_grades_an_explorer_draws_nothing_and_says_so(
+    name, static, shown, monkeypatch, capsys
+):
+    """Under nbgrader's NBGRADER_EXECUTION (cu.light_run) nobody sees an explorer: every one of them
+    (later chapters' too, found by name) builds no widget, makes no figure and prints one line."""
+    if static is None:
+        pytest.importorskip("ipywidgets")
+        monkeypatch.delenv(P.STATIC_ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(P.STATIC_ENV_VAR, static)
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+
+    def no_figure(*args, **kwargs):
+        raise AssertionError("a figure was made while nbgrader grades")
+
+    monkeypatch.setattr(P, "new_figure", no_figure)
+    assert getattr(W, name)(*bench.EXAMPLE_ARGUMENTS.get(name, tuple)()) is None
+    assert shown == [] and capsys.readouterr().out == P.GRADING_NOTE + "\n"
+
+
+@pytest.mark.parametrize("value", ["autograde", "validate", "", "other"])
+def test_explorer_runtime_computes_nothing_while_nbgrader_grades(value, shown, monkeypatch, capsys):
+    """P.explorer itself: under light_run compute, draw and controls are never called; otherwise
+    (nbgrader's variable unset or another value) it draws as before."""
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
+    monkeypatch.setenv("NBGRADER_EXECUTION", value)
+    calls: list = []
+
+    def compute(x):
+        calls.append("compute")
+        return x
+
+    def draw(fig, view):
+        calls.append("draw")
+        fig.add_subplot().plot([0, view])
+
+    P.explorer(compute, draw, {"x": 1}, lambda w: calls.append("controls"), figsize=(2, 2))
+    if cu.light_run():
+        assert calls == [] and shown == [] and capsys.readouterr().out == P.GRADING_NOTE + "\n"
+    else:
+        assert calls == ["compute", "draw"] and isinstance(shown[0], Figure)
+        assert capsys.readouterr().out == P.STATIC_NOTE + "\n"
+
+
 # ----------------------------------------------------------------------------- bad arguments
 BAD_CALLS = [
     (lambda: W.query_explorer(torch.ones(6)), "inputs must be a 2-d tensor, but got a 1-d tensor"),

@@ -11,7 +11,9 @@ student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any
 2. *limits*: the solutions are autograded once as a student; each cell may then take
    ``FACTOR`` times its measured time, at least ``MIN_LIMIT`` s (a student's own cells: ``FACTOR``
    times the 95th percentile of the solution's cells). Kept in ``.grade/`` until ``source/`` changes;
-3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA. A student
+3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA (every
+   worker's kernels are forked from one process that has imported torch and the course,
+   tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). A student
    whose kernel dies is graded again notebook by notebook, so one crashing notebook costs only
    itself; a cell that hangs is stopped at its limit and named in the summary;
 4. the summary, in words: timeouts, crashed and missing or renamed notebooks.
@@ -52,6 +54,8 @@ from tools.grade_parts import (  # noqa: E402
     timeouts,
     worker_config,
 )
+from tools.warm_kernel import KERNEL_NAME  # noqa: E402
+from tools.warm_kernel import start as start_warm_kernels  # noqa: E402
 
 FACTOR = 10  # a cell may take this many times the solution's time ...
 MIN_LIMIT = 20  # ... and at least this many seconds
@@ -113,6 +117,7 @@ class Run:
         submitted = template / "submitted" / REFERENCE / self.assignment
         shutil.copytree(self.source, submitted)
         self._say("Timing the solutions once, to size each cell's time limit ...")
+        warm = start_warm_kernels(ready=True)  # preloaded before anything is timed
         half = len(self.notebooks) // 2  # the floor is measured around the run, half before
         floor = measure_floor(half)
         start = time.perf_counter()
@@ -123,6 +128,7 @@ class Run:
         )
         reference_seconds = time.perf_counter() - start
         floor += measure_floor(len(self.notebooks) - half)
+        warm_floor = measure_floor(len(self.notebooks), KERNEL_NAME) if warm else None
         if status:
             raise SystemExit(
                 f"The solutions did not autograde; see {self.scratch / 'calibrate.log'}"
@@ -143,6 +149,7 @@ class Run:
             "default": max(MIN_LIMIT, round(FACTOR * p95)),
             "reference_seconds": round(reference_seconds, 1),
             "floor_seconds": round(floor, 1),
+            "warm_floor_seconds": None if warm_floor is None else round(warm_floor, 1),
             "load_average": round(os.getloadavg()[0], 1),
         }
         cache.write_text(json.dumps(limits, indent=1), encoding="utf-8")
@@ -156,11 +163,18 @@ class Run:
         )
         if not floor:
             return f"One student's {n} notebooks (the solutions) autograde in {ref:.0f} s"
-        return (
+        text = (
             f"One student's {n} notebooks (the solutions) autograde in {ref:.0f} s; the floor, "
-            f"{n} kernel starts with `import torch, course_utils`, is {floor:.0f} s: ratio "
+            f"{n} plain kernel starts with `import torch, course_utils`, is {floor:.0f} s: ratio "
             f"{ref / floor:.2f} (load average {limits['load_average']})"
         )
+        warm = limits.get("warm_floor_seconds")
+        if warm:
+            text += (
+                f". Grading forks its kernels from a preloaded process (tools/warm_kernel.py): "
+                f"the same {n} starts and imports take {warm:.1f} s that way"
+            )
+        return text
 
     # -- one student
     def grade_student(self, folder: Path, student: str, limits: dict, tick) -> Outcome:
@@ -297,6 +311,7 @@ class Run:
         from tqdm import tqdm
 
         self.check_class_gradebook()
+        start_warm_kernels()  # one server for every worker's nbgrader (nbgrader_config.py uses it)
         students = self.students(only)
         template = self.template()
         limits = self.calibrate(template)

@@ -89,9 +89,10 @@ def limits_config(limits: Path) -> str:
     )
 
 
-def measure_floor(notebooks: int) -> float:
+def measure_floor(notebooks: int, kernel_name: str = "python3") -> float:
     """Seconds for ``notebooks`` kernel starts, each running ``import torch, course_utils`` (the
-    least any autograde of that many notebooks can cost)."""
+    least any autograde of that many notebooks can cost with plain kernels; with
+    ``kernel_name="course-warm"``, the same through tools/warm_kernel.py's forked kernels)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -100,7 +101,7 @@ def measure_floor(notebooks: int) -> float:
         nb = nbformat.v4.new_notebook(
             cells=[nbformat.v4.new_code_cell("import torch, course_utils")]
         )
-        NotebookClient(nb, kernel_name="python3", timeout=600).execute()
+        NotebookClient(nb, kernel_name=kernel_name, timeout=600).execute()
     return time.perf_counter() - start
 
 

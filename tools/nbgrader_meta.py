@@ -87,6 +87,11 @@ configure(c)
 # `nbgrader validate` cuts error lines at 90 characters by default; the checks wrap their
 # diagnoses under it when nbgrader runs them, and a wider limit keeps other errors whole too.
 c.Validator.width = 200
+# `nbgrader autograde` forks each notebook's kernel from a process that has already imported
+# torch and the course (tools/warm_kernel.py); COURSE_WARM_KERNEL=0 starts plain kernels.
+from tools.warm_kernel import configure as warm_kernels  # noqa: E402
+
+warm_kernels(c)
 """
 DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
 _NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"

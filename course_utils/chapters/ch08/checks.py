@@ -85,9 +85,8 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
         raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        loss = loss.item()
-    elif type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1:  # a NumPy number
+    numpy_number = type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
+    if numpy_number or isinstance(loss, torch.Tensor) and loss.numel() == 1:
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
@@ -192,9 +191,22 @@ def _ids(c, got, what, rows):
     return got
 
 
-def _draws(c, sample, batch, temperature, what, probe):
-    """The student's ids for ``batch``; ``probe``: also require them repeatable with the same seed and
-    the global random state untouched."""
+def _distance(cum_freq, probs, draws=DRAWS):
+    """The largest gap between cumulative frequencies and probabilities (both in the same order of the
+    tokens), in standard errors of DRAWS draws: about 2 for right draws, Z at most."""
+    cum = probs.cumsum(-1)
+    spread = ((cum * (1 - cum)).clamp(min=0) + 1 / draws).sqrt() / math.sqrt(draws)
+    return ((cum_freq - cum).abs() / spread).amax(-1)
+
+
+def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
+    """``draws`` draws from one row of logits, with the frequencies of softmax(row / T); ``probe``:
+    also require them repeatable with the same seed, other with another, the global random state
+    untouched."""
+    vocab = len(row)
+    batch = torch.tensor(row).repeat(draws, 1)  # (draws, vocab): the same row many times
+    shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
+    what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
     state = torch.random.get_rng_state()
     first = _ids(c, _draw(c, sample, batch, temperature, 5, what), what, len(batch))
     if probe:
@@ -206,24 +218,6 @@ def _draws(c, sample, batch, temperature, what, probe):
             )
         if not torch.equal(state, torch.random.get_rng_state()):
             raise c.bug("sample_global_rng_changed", f"After {what}:")
-    return first
-
-
-def _distance(cum_freq, probs, draws=DRAWS):
-    """The largest gap between cumulative frequencies and probabilities (both in the same order of the
-    tokens), in standard errors of DRAWS draws: about 2 for right draws, Z at most."""
-    cum = probs.cumsum(-1)
-    spread = ((cum * (1 - cum)).clamp(min=0) + 1 / draws).sqrt() / math.sqrt(draws)
-    return ((cum_freq - cum).abs() / spread).amax(-1)
-
-
-def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
-    """``draws`` draws from one row of logits, with the frequencies of softmax(row / T)."""
-    vocab = len(row)
-    batch = torch.tensor(row).repeat(draws, 1)  # (draws, vocab): the same row many times
-    shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
-    what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
-    first = _draws(c, sample, batch, temperature, what, probe)
     ids = first.long().cpu()
     ids = torch.where((ids >= 0) & (ids < vocab), ids, vocab)  # an id out of range: no token
     freq = torch.bincount(ids, minlength=vocab + 1)[:vocab].double() / draws
@@ -298,34 +292,13 @@ def check_sample_next_token(sample) -> None:
 
 
 # --------------------------------------------------------------------------- attend_with_cache
-class CacheCase(NamedTuple):
-    """MultiHeadAttention(d_in, d_out, context_length, 0.0, heads, qkv_bias) on a batch of texts whose
-    tokens arrive ``chunks`` at a time (how many new tokens each call brings)."""
-
-    batch: int
-    d_in: int
-    d_out: int
-    heads: int
-    context_length: int
-    chunks: tuple[int, ...]
-    qkv_bias: bool
-    seed: int
-
-    def layer(self) -> nn.Module:
-        torch.manual_seed(self.seed)
-        attn = E.chapters().MultiHeadAttention(
-            self.d_in, self.d_out, self.context_length, 0.0, self.heads, qkv_bias=self.qkv_bias
-        )
-        return attn.eval()
-
-    def text(self, seed: int) -> torch.Tensor:  # (batch, n, d_in)
-        return E.randn(self.batch, sum(self.chunks), self.d_in, seed=seed)
-
-
+# MultiHeadAttention(d_in, d_out, context_length, 0.0, num_heads, qkv_bias) (E.Case: batch, n, d_in,
+# d_out, context_length, num_heads, qkv_bias, seed) on a batch of texts whose n tokens arrive a chunk
+# at a time (how many new tokens each call brings)
 CACHE_CASES = (
-    CacheCase(2, 6, 8, 2, 10, (3, 1, 1, 2, 1), True, 821),
-    CacheCase(1, 4, 12, 3, 8, (1, 1, 1, 1, 1, 1, 1), False, 822),
-    CacheCase(2, 5, 4, 1, 7, (4, 3), False, 823),
+    (E.Case(2, 8, 6, 8, 10, 2, True, 821), (3, 1, 1, 2, 1)),
+    (E.Case(1, 7, 4, 12, 8, 3, False, 822), (1, 1, 1, 1, 1, 1, 1)),
+    (E.Case(2, 7, 5, 4, 7, 1, False, 823), (4, 3)),
 )
 # (mistake, shift): the cached step with that mistake switched on, its mask's rows moved by shift
 CACHE_VARIANTS = (
@@ -372,11 +345,10 @@ def _cached_variant(attn, x, cache, i, bug, shift=0):
 
 def _run_cached(step, attn, x, chunks):
     """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined."""
-    outs, cache, start = [], None, 0
-    for i, m in enumerate(chunks):
-        out, cache = step(attn, x[:, start : start + m], cache, i)
+    outs, cache = [], None
+    for i, x_new in enumerate(x.split(chunks, dim=1)):
+        out, cache = step(attn, x_new, cache, i)
         outs.append(out)
-        start += m
     return torch.cat(outs, dim=1)
 
 
@@ -441,21 +413,22 @@ def check_attend_with_cache(attend_with_cache) -> None:
         return c.expect_tensor_output(out, f"the output of {what}", shape), cache
 
     with E.preserved_rng(), torch.no_grad():
-        for case in CACHE_CASES:
-            attn, x = case.layer(), case.text(case.seed)  # x: (b, n, d_in)
+        for case, chunks in CACHE_CASES:
+            attn = E.build(c, E.chapters().MultiHeadAttention, case).eval()
+            x = E.randn(case.batch, case.n, case.d_in, seed=case.seed)  # (b, n, d_in)
             want = attn(x)  # (b, n, d_out): the whole text at once
             where = (
-                f"With {case.heads} head(s), d_out={case.d_out}, qkv_bias={case.qkv_bias}, tokens "
-                f"arriving {list(case.chunks)} per call:"
+                f"With {case.num_heads} head(s), d_out={case.d_out}, qkv_bias={case.qkv_bias}, "
+                f"tokens arriving {list(chunks)} per call:"
             )
             key_rows.clear()
-            got = _run_cached(student, attn, x, case.chunks)
+            got = _run_cached(student, attn, x, chunks)
             if not E.same(got, want):
                 if torch.isnan(got).all():
                     raise c.bug("cache_mask_times_inf", where)
                 for bug, shift in CACHE_VARIANTS:
                     step = partial(_cached_variant, bug=bug, shift=shift)
-                    if E.same(got, _run_cached(step, attn, x, case.chunks)):
+                    if E.same(got, _run_cached(step, attn, x, chunks)):
                         raise c.bug(bug, where)
                 if cache_dtypes - {x.dtype}:
                     raise c.bug("cache_dtype_changed", where, dtypes=sorted(map(str, cache_dtypes)))
@@ -467,11 +440,12 @@ def check_attend_with_cache(attend_with_cache) -> None:
                     "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
                     "with rows past .. past + m - 1 of attn.mask.",
                 )
-            if any(r > m for r, m in zip(key_rows, case.chunks)):
-                raise c.bug("cache_recomputes_keys", where, rows=key_rows, chunks=list(case.chunks))
-            x = case.text(case.seed + 1)  # a second text, from an empty cache again
+            if any(r > m for r, m in zip(key_rows, chunks)):
+                raise c.bug("cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
+            # a second text, from an empty cache again
+            x = E.randn(case.batch, case.n, case.d_in, seed=case.seed + 1)
             try:
-                second = _run_cached(student, attn, x, case.chunks)
+                second = _run_cached(student, attn, x, chunks)
             except E.CheckFailure as failure:  # a crash too: the first text passed
                 second = failure
             if not E.same(second, attn(x)):
@@ -480,7 +454,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
         def prompt_then_more(prompt, more):
             return attend_with_cache(attn, more, attend_with_cache(attn, prompt, None)[1])
 
-        where = f"With {case.heads} head(s), a prompt of 2 tokens, then 2 more:"
+        where = f"With {case.num_heads} head(s), a prompt of 2 tokens, then 2 more:"
         E.probe_device(c, attn, (x[:, :2], x[:, 2:4]), where, fn=prompt_then_more)
     c.passed(
         f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "

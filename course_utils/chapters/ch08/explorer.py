@@ -116,13 +116,8 @@ def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
             f"{what}['sample'] must be the generated text (a str), "
             f"but got a {type(raw['sample']).__name__}."
         )
-    return Snapshot(
-        step,
-        torch.tensor(losses, dtype=torch.float64),
-        weights,
-        tuple(_visible(label) for label in labels),
-        raw["sample"],
-    )
+    losses = torch.tensor(losses, dtype=torch.float64)
+    return Snapshot(step, losses, weights, tuple(map(_visible, labels)), raw["sample"])
 
 
 def training_snapshots(snapshots: object) -> tuple[Snapshot, ...]:
@@ -191,16 +186,8 @@ def draw_training(fig, view: TrainingView) -> None:
         h["loss_ax"] = ax
         text_ax.axis("off")
         text_ax.set_title("greedy sample at this step", fontsize=9, loc="left")
-        h["sample"] = text_ax.text(
-            0.0,
-            0.95,
-            "",
-            va="top",
-            family="monospace",
-            fontsize=8.5,
-            transform=text_ax.transAxes,
-            animated=True,
-        )
+        h["sample"] = text_ax.text(0.0, 0.95, "", transform=text_ax.transAxes, animated=True)
+        h["sample"].set(va="top", family="monospace", fontsize=8.5)
     for heat, weights in zip(h["heat"], shot.weights):
         heat.update(weights)
     h["curve"].set_data(range(1, shot.step + 1), shot.losses.numpy())
@@ -229,15 +216,13 @@ def training_explorer(snapshots: object, step: int | None = None) -> None:
     """
     checked = training_snapshots(snapshots)
     steps = [s.step for s in checked]
-    if step is None:
-        index = len(checked) - 1
-    elif isinstance(step, bool) or not isinstance(step, int) or step not in steps:
+    step = steps[-1] if step is None else step
+    if isinstance(step, bool) or not isinstance(step, int) or step not in steps:
         shown = steps if len(steps) <= 12 else [*steps[:5], "...", *steps[-5:]]
         raise CourseInputError(
             f"step must be one of the snapshots' steps {shown}, but got {step!r}."
         )
-    else:
-        index = steps.index(step)
+    index = steps.index(step)
     figsize = (max(8.4, 2.1 * checked[0].weights.shape[0]), 5.0)  # wider for more heads
 
     def controls(widgets):

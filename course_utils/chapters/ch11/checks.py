@@ -9,7 +9,6 @@ file), so a wrong answer is named by finding the switch that reproduces it on ev
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from functools import partial
 
 import torch
@@ -42,38 +41,33 @@ def _float64(t: torch.Tensor) -> torch.Tensor:
 # MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
+
 # --------------------------------------------------------------------------- kv_cache_bytes
-BYTES_ON = ("values", "window", "rope_key", "sharing", "per_text")  # switches that default to True
-
-
 def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
-    """The bytes of ``batch`` caches of ``context`` tokens. A switch of BYTES_BUGS reproduces a slip
-    (values, window, rope_key, sharing, per_text default to True, the others to False)."""
-    on = {**dict.fromkeys(BYTES_ON, True), **slip}
-    values, window, rope_key, sharing, per_text, window_all, latent_per_head, latent_twice = (
-        on.get(k, False) for k in (*BYTES_ON, "window_all", "latent_per_head", "latent_twice")
-    )
-    caches = layout.layers // (layout.layers_per_cache if sharing else 1)
+    """Bytes of ``batch`` caches of ``context`` tokens; a switch of BYTES_BUGS reproduces a slip."""
+    on = slip.get
+    caches = layout.layers // (1 if on("no_sharing") else layout.layers_per_cache)
     if layout.latent_dim:
-        per_token = layout.latent_dim + (layout.rope_dim if rope_key else 0)
-        per_token *= (2 if latent_twice else 1) * (layout.kv_heads if latent_per_head else 1)
+        per_token = layout.latent_dim + (0 if on("no_rope_key") else layout.rope_dim)
+        per_token *= 2 if on("latent_twice") else 1
+        per_token *= layout.kv_heads if on("latent_per_head") else 1
     else:
-        per_token = (2 if values else 1) * layout.kv_heads * layout.head_dim
-    windowed = caches if (window_all and layout.window) else min(layout.windowed_caches, caches)
-    held = min(context, layout.window) if (window and layout.window) else context
+        per_token = (1 if on("keys_only") else 2) * layout.kv_heads * layout.head_dim
+    windowed = caches if on("window_all") else min(layout.windowed_caches, caches)
+    held = context if (on("no_window") or not layout.window) else min(context, layout.window)
     tokens = windowed * held + (caches - windowed) * context
-    return (batch if per_text else 1) * tokens * per_token * bytes_per_value
+    return (1 if on("one_text") else batch) * tokens * per_token * bytes_per_value
 
 
 BYTES_BUGS = (
-    ("kv_values_forgotten", {"values": False}),
-    ("kv_window_ignored", {"window": False}),
+    ("kv_values_forgotten", {"keys_only": True}),
+    ("kv_window_ignored", {"no_window": True}),
     ("kv_window_everywhere", {"window_all": True}),
     ("kv_latent_per_head", {"latent_per_head": True}),
     ("kv_latent_twice", {"latent_twice": True}),
-    ("kv_rope_key_forgotten", {"rope_key": False}),
-    ("kv_sharing_ignored", {"sharing": False}),
-    ("kv_batch_ignored", {"per_text": False}),
+    ("kv_rope_key_forgotten", {"no_rope_key": True}),
+    ("kv_sharing_ignored", {"no_sharing": True}),
+    ("kv_batch_ignored", {"one_text": True}),
 )
 
 
@@ -134,32 +128,29 @@ def mla_reference(x, w, cache=None, **slip):
 
     swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
     transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
-    scale_rope (default True), restart, top_left, no_rope: see MLA_BUGS."""
-    on = {"scale_rope": True, **slip}.get
-    scale_rope, restart, top_left, no_rope, swap, transposed = (
-        on(k, False) for k in ("scale_rope", "restart", "top_left", "no_rope", "swap", "transposed")
-    )
+    scale_without_rope, restart, top_left, no_rope: see MLA_BUGS (all off unless given)."""
+    on = slip.get
     rope = E.chapters().apply_rope
     x = _float64(x)
     b, n, _ = x.shape
     h, hd, dr = w.heads, w.head_dim, w.rope_dim
     W = {name: _float64(t) for name, t in vars(w).items() if name.startswith("w_")}
     start = 0 if cache is None else cache[0].shape[1]
-    positions = torch.arange(n) + (0 if restart else start)  # (n,)
+    positions = torch.arange(n) + (0 if on("restart") else start)  # (n,)
     latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
     if cache is not None:
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
     N, dc = latent.shape[1:]
-    w_k, w_v = (W["w_uv"], W["w_uk"]) if swap else (W["w_uk"], W["w_uv"])
-    if transposed:
+    w_k, w_v = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
+    if on("transposed"):
         k, v = (latent[:, None] @ m.view(h, dc, hd) for m in (w_k, w_v))  # (b, h, N, hd) each
     else:
         k, v = ((latent @ m.T).view(b, N, h, hd).transpose(1, 2) for m in (w_k, w_v))
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
     q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
-    scores = q @ k.mT + (0 if no_rope else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
-    scores = scores / math.sqrt(hd + dr if scale_rope else hd)
-    first = 0 if top_left else N - n
+    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
+    scores = scores / math.sqrt(hd if on("scale_without_rope") else hd + dr)
+    first = 0 if on("top_left") else N - n
     allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
     weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(b, n, h * hd) @ W["w_o"].T  # (b, n, d)
@@ -170,7 +161,7 @@ MLA_BUGS = (
     ("mla_absorbed_wrong_side", {"swap": True}),
     ("mla_head_blocks_transposed", {"transposed": True}),
     ("mla_rope_part_missing", {"no_rope": True}),
-    ("mla_scale_without_rope", {"scale_rope": False}),
+    ("mla_scale_without_rope", {"scale_without_rope": True}),
     ("mla_positions_restart", {"restart": True}),
     ("mla_cache_mask_top_left", {"top_left": True}),
 )
@@ -197,17 +188,15 @@ def mla_in_steps(x, w, **slip):
 def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
     """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
     (b, N, dc), h, hd, dr = latent.shape, w.heads, w.head_dim, w.rope_dim
-    if isinstance(cache, (tuple, list)) and len(cache) == 2:
-        lat, r = cache
-        if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
-            if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
-                raise c.bug(
-                    "mla_cache_after_up_projection", f"After {what}:", shape=tuple(lat.shape), dc=dc
-                )
-            if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
-                if not E.same(_float64(lat), latent, atol=1e-4):
-                    raise c.bug("mla_cache_not_latent", f"After {what}:")
-                return
+    lat, r = cache if isinstance(cache, (tuple, list)) and len(cache) == 2 else (None, None)
+    if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
+        if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
+            shape = tuple(lat.shape)
+            raise c.bug("mla_cache_after_up_projection", f"After {what}:", shape=shape, dc=dc)
+        if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
+            if not E.same(_float64(lat), latent, atol=1e-4):
+                raise c.bug("mla_cache_not_latent", f"After {what}:")
+            return
     expected = f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))"
     raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), expected=expected)
 
@@ -226,9 +215,8 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
                 c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
                 return got
 
-            what = (
-                f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}, latent {dc}, rope {dr}"
-            )
+            what = f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}"
+            what += f", latent {dc}, rope {dr}"
             out, cache = student(x, None)
             ref, (latent, _) = mla_reference(x, w)
             _check_cache(c, cache, what, w, latent)
@@ -239,18 +227,14 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
                 _check_cache(c, cache, f"the step with tokens {lo} to {hi - 1}", w, latent[:, :hi])
             sizes = ", ".join(f"{hi - lo}" for lo, hi in STEPS)
             where = f"For {what}, run step by step ({sizes} tokens) with the cache:"
-            c.compare(
-                _float64(stepwise), ref, where, _variants(mla_in_steps, MLA_BUGS, x, w), atol=1e-4
-            )
+            variants = _variants(mla_in_steps, MLA_BUGS, x, w)
+            c.compare(_float64(stepwise), ref, where, variants, atol=1e-4)
             # the last step again, with x, every weight of w and the cache as if on another device
-            names = [name for name in vars(w) if name.startswith("w_")]
-
-            def moved(x_new, latent, rope_keys, *weights, w=w):
-                return fn(x_new, replace(w, **dict(zip(names, weights))), (latent, rope_keys))
-
-            tensors = [x[:, -1:], *(t.detach() for t in cache), *(getattr(w, n) for n in names)]
+            # (the tensors given are placed themselves: the call takes them from w and the cache)
+            last, weights = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
             where = f"For {what}, with x, w and the cache on another device:"
-            E.probe_device(c, None, tensors, where, fn=moved)
+            step = lambda *placed: fn(last, w, tuple(cache))  # noqa: E731
+            E.probe_device(c, None, [last, *cache, *weights], where, fn=step)
     c.passed(
         f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
         "(3, 1, 2, 1 tokens), and caches the latent",
@@ -271,13 +255,9 @@ def check_mla_absorbed(fn) -> None:
 
 # --------------------------------------------------------------------------- linear attention
 def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
-    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one chunk per
-    token, i.e. the recurrence); returns (out, (S, z)). Switches (False unless given): norm=False,
-    before, strict, state_first, boundary_twice reproduce the slips of LINEAR_BUGS and CHUNK_BUGS."""
-    norm, before, strict, state_first, boundary_twice = (
-        slip.get(key, key == "norm")
-        for key in ("norm", "before", "strict", "state_first", "boundary_twice")
-    )
+    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one token per
+    chunk, the recurrence), returning (out, (S, z)); switches reproduce LINEAR_BUGS, CHUNK_BUGS."""
+    on = slip.get
     fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
     v = _float64(v)
     b, h, n, dk = fq.shape
@@ -286,15 +266,14 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     for lo in range(0, n, c):
         hi = min(lo + c, n)
         cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
-        grown = (S + ck.mT @ cv, z + ck.sum(2)) if state_first else (S, z)
-        scores = (cq @ ck.mT).tril(-1 if strict or before else 0)
-        if state_first:
+        grown = (S + ck.mT @ cv, z + ck.sum(2)) if on("state_first") else (S, z)
+        scores = (cq @ ck.mT).tril(-1 if on("strict") or on("before") else 0)
+        if on("state_first"):
             scores = scores * 0
         top = scores @ cv + cq @ grown[0]
-        outs.append(
-            top / (scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]) if norm else top
-        )
-        end = min(hi + 1, n) if boundary_twice else hi
+        normaliser = scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]  # (b, h, c, 1)
+        outs.append(top if on("no_norm") else top / normaliser)
+        end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
 
@@ -302,37 +281,31 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
 def delta_reference(q, k, v, alpha, beta, state=None, **slip):
     """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
     Switches (False unless given) reproduce DELTA_BUGS."""
-    gate_on_write, erase_ungated, no_erase, before, transposed, no_gate = (
-        slip.get(key, False)
-        for key in ("gate_on_write", "erase_ungated", "no_erase", "before", "transposed", "no_gate")
-    )
+    on = slip.get
     q, k, v, alpha, beta = (_float64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
     S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
     outs = []
     for t in range(n):
         kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
-        a = 1.0 if no_gate else alpha[:, :, t, None, None]
+        a = 1.0 if on("no_gate") else alpha[:, :, t, None, None]
         read = S
-        decayed = S if gate_on_write else a * S
-        error = vt - ((S if erase_ungated else decayed) @ kt[..., None]).squeeze(-1)
-        write = vt if no_erase else error
-        outer = (
-            kt[..., None] * write[..., None, :]
-            if transposed
-            else write[..., None] * kt[..., None, :]
-        )
-        S = a * (S + bt * outer) if gate_on_write else decayed + bt * outer
-        outs.append(((read if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+        decayed = S if on("gate_on_write") else a * S
+        error = vt - ((S if on("erase_ungated") else decayed) @ kt[..., None]).squeeze(-1)
+        write = vt if on("no_erase") else error
+        outer = write[..., None] * kt[..., None, :]  # (b, h, dv, dk)
+        outer = outer.mT if on("transposed") else outer
+        S = a * (S + bt * outer) if on("gate_on_write") else decayed + bt * outer
+        outs.append(((read if on("before") else S) @ q[:, :, t, :, None]).squeeze(-1))
     return torch.stack(outs, 2), S
 
 
 LINEAR_BUGS = (
-    ("linear_no_normaliser", {"norm": False}),
+    ("linear_no_normaliser", {"no_norm": True}),
     ("linear_reads_before_write", {"before": True}),
 )
 CHUNK_BUGS = (
-    ("linear_no_normaliser", {"norm": False}),
+    ("linear_no_normaliser", {"no_norm": True}),
     ("chunk_diagonal_dropped", {"strict": True}),
     ("chunk_state_includes_chunk", {"state_first": True}),
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),
@@ -358,8 +331,9 @@ def _inputs(b, h, n, dk, dv, seed, delta=False):
     return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
 
 
-def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
+def _check_recurrence(fn, form, reference, bugs, delta=False):
     __tracebackhide__ = True
+    c = E.Check("check_" + form.split("(")[0])
     c.ensure_callable(fn, f"a function {form}")
     with E.isolated():
         for b, h, n, dk, dv, seed in RECURRENT_CASES:
@@ -375,10 +349,8 @@ def _check_recurrence(c: E.Check, fn, form, reference, bugs, delta=False):
             c.compare(out, expected, f"For {what}:", _variants(reference, bugs, *inputs))
             mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
             refs = state if isinstance(state, tuple) else (state,)
-            if len(mine) != len(refs) or not all(
-                isinstance(m, torch.Tensor) and E.same(_float64(m), r, atol=1e-5)
-                for m, r in zip(mine, refs)
-            ):
+            matches = [E.same(m, r, atol=1e-5) for m, r in zip(mine, refs)]  # False: not a tensor
+            if len(mine) != len(refs) or not all(matches):
                 shapes = [tuple(r.shape) for r in refs]
                 raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
             _check_state_handed_on(c, fn, form, inputs, reference, bugs, split=n // 2)
@@ -408,17 +380,14 @@ def check_linear_attention_recurrent(fn) -> None:
     """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
     __tracebackhide__ = True
     form = "linear_attention_recurrent(q, k, v, state=None)"
-    _check_recurrence(
-        E.Check("check_linear_attention_recurrent"), fn, form, linear_reference, LINEAR_BUGS
-    )
+    _check_recurrence(fn, form, linear_reference, LINEAR_BUGS)
 
 
 def check_gated_delta_rule(fn) -> None:
     """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
     __tracebackhide__ = True
     form = "gated_delta_rule(q, k, v, alpha, beta, state=None)"
-    c = E.Check("check_gated_delta_rule")
-    _check_recurrence(c, fn, form, delta_reference, DELTA_BUGS, delta=True)
+    _check_recurrence(fn, form, delta_reference, DELTA_BUGS, delta=True)
 
 
 def check_linear_attention_chunked(fn) -> None:

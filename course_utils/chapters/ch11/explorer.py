@@ -62,16 +62,15 @@ def kv_wall_data(
     expect_int(batch, "batch", minimum=1)
     X._one_of(context, "context", KV_CONTEXTS)
     X._one_of(batch, "batch", BATCHES)
-    layouts = kv_wall_layouts(model)
     gib = [
         float("nan") if lay is None else kv_cache_bytes(lay, context, batch) / 2**30
-        for lay in layouts.values()
+        for lay in kv_wall_layouts(model).values()
     ]
     return KVWallView(model, layout, context, batch, torch.tensor(gib, dtype=torch.float64))
 
 
 def draw_kv_wall(fig, view: KVWallView) -> None:
-    """Horizontal bars on a log-2 byte axis, GPU sizes marked."""
+    """Horizontal bars on a log-2 byte axis, the chosen layout highlighted."""
     h = handles(fig)
     n = len(KV_WALL_LAYOUTS)
     if not h:
@@ -80,7 +79,6 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         h["texts"] = [
             ax.text(1.0, i, "", va="center", fontsize=8.5, animated=True) for i in range(n)
         ]
-        X._gpu_lines(ax, (24, 80), 0, 1, 1.0)
         ax.set_xscale("log", base=2)
         ticks = [2.0**k for k in range(-10, 15, 3)]
         ax.set_xticks(ticks, [X.format_bytes(t * 2**30) for t in ticks])
@@ -89,16 +87,13 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         ax.set_ylim(n - 0.5, -0.5)
         P.plain_axes(ax, "KV cache of the batch (16-bit)", "", axis="x")
         h["ax"] = ax
-    for i, (bar, text, gib, name) in enumerate(
-        zip(h["bars"], h["texts"], view.gib.tolist(), KV_WALL_LAYOUTS)
-    ):
-        known = gib == gib
+    for i, (bar, text, gib) in enumerate(zip(h["bars"], h["texts"], view.gib.tolist())):
+        known = gib == gib  # NaN: the layout is not possible for this model
         bar.set_width(gib if known else 0.0)
-        bar.set_color(P.QUERY_COLOUR if name == view.layout else P.MUTED_COLOUR)
+        bar.set_color(P.QUERY_COLOUR if KV_WALL_LAYOUTS[i] == view.layout else P.MUTED_COLOUR)
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
-        text.set_text(
-            X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
-        )
+        label = X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
+        text.set_text(label)
     X._title(h["ax"], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
 
 
@@ -112,16 +107,14 @@ def kv_wall_explorer(
     start = {"model": model, "layout": layout, "context": context, "batch": batch}
 
     def controls(widgets):
+        contexts = [(f"{k:,}", k) for k in KV_CONTEXTS]  # (label, value) pairs
         return {
             "model": widgets.Dropdown(options=list(PUBLISHED), value=model, description="model"),
             "layout": widgets.Dropdown(
                 options=list(KV_WALL_LAYOUTS), value=layout, description="layout"
             ),
             "context": widgets.SelectionSlider(
-                options=[(f"{k:,}", k) for k in KV_CONTEXTS],
-                value=context,
-                description="context (tokens)",
-                **X.slider_style(),
+                options=contexts, value=context, description="context (tokens)", **X.slider_style()
             ),
             "batch": widgets.SelectionSlider(
                 options=list(BATCHES), value=batch, description="batch", **X.slider_style()

@@ -120,7 +120,6 @@ def check_shared_kv_forward(fn) -> None:
                 stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])  # noqa: E731
                 mine = c.call(stack, what="stacking your cache's (keys, values)").cpu().double()
                 c.compare(mine, want, f"After {what}, the caches (keys, values):")
-            regroup = lambda t: [dict(zip(layers[0], t[i : i + 4])) for i in range(0, len(t), 4)]  # noqa: E731
-            call = lambda x, *t: fn(x, regroup(t), list(sources), heads)  # noqa: E731
+            call = lambda *placed: fn(x, layers, list(sources), heads)  # noqa: E731 - x, layers placed
             E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=call)
     c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
