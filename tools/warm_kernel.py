@@ -15,9 +15,7 @@ Three parts, all in this file:
   ``$COURSE_WARM_KERNEL`` for a kernel, forwards SIGINT/SIGTERM/SIGQUIT to it (nbclient
   interrupts a cell past its time limit with SIGINT), and exits when the kernel exits. A client
   killed outright takes its kernel with it: the kernel watches the connection. Without a server
-  it becomes a plain kernel (``python -m ipykernel_launcher``). With ``--guard`` it asks for the
-  honesty guard's template instead (``tools/nbgrader_guard.py``: its requests and replies on
-  the client's stdin and stdout), so the fresh runs of every worker fork from this server too;
+  it becomes a plain kernel (``python -m ipykernel_launcher``);
 * :func:`configure`, called by the course's ``nbgrader_config.py``: in ``nbgrader autograde``,
   it starts the server (or uses the one ``$COURSE_WARM_KERNEL`` names, e.g. ``make grade``'s,
   shared by its workers), writes the kernelspec ``course-warm`` into a private folder put first
