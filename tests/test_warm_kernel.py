@@ -232,37 +232,3 @@ def test_configure_warms_only_nbgrader_autograde(monkeypatch, argv, env, expecte
     assert getattr(c.Execute, "kernel_name", None) == (
         warm_kernel.KERNEL_NAME if expected else None
     )
-
-
-def test_the_guard_template_is_a_fork_of_the_server_and_judges_as_its_own(warm, tmp_path):
-    """make grade's workers share one preloaded process for their fresh runs too: the honesty
-    guard's template is a fork of the warm server (or its own process where none runs), and a
-    patched check fails the same in both."""
-    from tools import nbgrader_guard as guard
-
-    cells = [
-        "import course_utils as cu, torch",
-        "def softmax(x):\n    return torch.exp(x)  # wrong: not normalized",
-        "cu.checks.check_softmax = lambda f: None  # a student's patch",
-        "cu.checks.check_softmax(softmax)",
-    ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.cells[3].metadata["nbgrader"] = {"grade": True, "grade_id": "c", "points": 1}
-    path = tmp_path / "n.ipynb"
-    nbformat.write(nb, path)
-    verdicts = {}
-    for shared in (True, False):
-        if not shared:
-            os.environ[warm_kernel.ENV_VAR] = "0"
-        try:
-            assert (warm_kernel.guard_command() is not None) is shared
-            guard.Template.process = None
-            reply = guard.Template.run(str(path), str(tmp_path), ["c"], 60, 300)
-            assert (warm_kernel.GUARD in guard.Template.process.args) is shared
-        finally:
-            guard.Template.process.stdin.close()
-            guard.Template.process.wait(timeout=30)
-            guard.Template.process = None
-            os.environ[warm_kernel.ENV_VAR] = warm.path
-        verdicts[shared] = reply["verdicts"]["c"]
-    assert verdicts[True] is not None and verdicts[True] == verdicts[False], verdicts

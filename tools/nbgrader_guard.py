@@ -17,9 +17,10 @@ modules while it ran. A check that passed in the kernel but fails there gets the
 diagnosis as its error output, so nbgrader's ``SaveAutoGrades`` gives it no points. Only a
 failure is carried over: the fresh run never raises a score.
 
-The fresh process is cheap: each notebook is re-run in a fork of a template that imported torch
-and the course and ran nothing else (:class:`Template`; itself a fork of the warm kernels' server
-where there is one, shared by make grade's workers). Without ``os.fork``, a new interpreter.
+The fresh process is cheap: one template process per grading run imports torch and the course
+(and runs nothing else), and each notebook is re-run in a fork of it (:class:`Template`), so a
+notebook pays no interpreter start and no imports a second time. Without ``os.fork`` (Windows)
+each notebook gets a new interpreter.
 
 It runs only the code cells the checks need (``tools/nbgrader_needs.py``): the cells nbgrader
 marks (answers, checks, read-only given code), cells that reach names indirectly, and every earlier
@@ -54,7 +55,6 @@ import time
 import types
 from pathlib import Path
 
-from tools import warm_kernel
 from tools.nbgrader_feedback import timed_out, wrap
 from tools.nbgrader_needs import needed_cells
 from tools.optional import optional_base
@@ -318,8 +318,8 @@ class Template:
     @classmethod
     def start(cls) -> None:
         if cls.process is None or cls.process.poll() is not None:
-            cls.process = subprocess.Popen(  # a fork of the warm kernels' server, where one runs
-                warm_kernel.guard_command() or [sys.executable, "-m", __name__, "--serve"],
+            cls.process = subprocess.Popen(
+                [sys.executable, "-m", "tools.nbgrader_guard", "--serve"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,

@@ -47,7 +47,6 @@ FORWARDED = ("SIGINT", "SIGTERM", "SIGQUIT")
 _HEADER = struct.Struct("!I")  # the request's length, sent with the client's fds
 _STARTED_IN = os.getcwd()
 READY = ".ready"  # the server creates SOCKET.ready once it has preloaded
-GUARD = "--guard"  # the client's argument asking for the honesty guard's template
 
 
 def available() -> bool:
@@ -80,10 +79,6 @@ def client(argv: list[str]) -> int:
         pid = int(reply)
     except (OSError, ValueError):
         plain(argv)  # does not return
-    return _wait(sock, pid)
-
-
-def _wait(sock: socket.socket, pid: int) -> int:
     for name in FORWARDED:
         signal.signal(getattr(signal, name), lambda signum, frame: _forward(pid, signum))
     manager = os.getppid()
@@ -102,20 +97,8 @@ def _forward(pid: int, signum: int) -> None:
         pass
 
 
-def guard_command() -> list[str] | None:
-    """The command of a client that makes the honesty guard's template a fork of this process's
-    server (so make grade's workers share one), or None where no server runs."""
-    path = os.environ.get(ENV_VAR, "")
-    if available() and path and os.path.exists(path):
-        return [sys.executable, "-S", HERE, GUARD]
-    return None
-
-
 def plain(argv: list[str]) -> None:
-    """Replace this process with a plain ipykernel (with site-packages: no ``-S``), or with
-    the honesty guard's own template (``--guard``)."""
-    if argv == [GUARD]:
-        os.execv(sys.executable, [sys.executable, "-m", "tools.nbgrader_guard", "--serve"])
+    """Replace this process with a plain ipykernel (with site-packages: no ``-S``)."""
     os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *argv])
 
 
@@ -205,7 +188,7 @@ def _accept(listener: socket.socket) -> None:
     pid = os.fork()
     if pid == 0:
         listener.close()
-        (_guard if request["argv"] == [GUARD] else _kernel)(conn, fds, request)  # never return
+        _kernel(conn, fds, request)  # never returns
     for fd in fds:
         os.close(fd)
     try:
@@ -266,43 +249,6 @@ def _kernel(conn: socket.socket, fds: list[int], request: dict) -> None:
     # interpreter's teardown (atexit handlers, module finalization) would cost this fork 0.2-0.9 s
     # per notebook here and frees nothing the grader reads.
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            stream.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
-    os._exit(code)
-
-
-def _guard(conn: socket.socket, fds: list[int], request: dict) -> None:
-    """In the forked child: be the honesty guard's template (``tools.nbgrader_guard --serve``,
-    its requests on the client's stdin, its replies on its stdout), so that every nbgrader
-    process of a ``make grade`` run forks its fresh runs from this one preloaded process."""
-    code = 1
-    try:
-        for fd, target in zip(fds, (0, 1, 2)):
-            os.dup2(fd, target)
-        for name in ("SIGCHLD", "SIGTERM", "SIGQUIT"):
-            signal.signal(getattr(signal, name), signal.SIG_DFL)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        _set_path(request)
-        import threading
-
-        import matplotlib
-
-        threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
-        matplotlib.use(os.environ.get("MPLBACKEND") or "Agg", force=True)  # the guard's: Agg
-        sys.stdin = os.fdopen(0, "r", encoding="utf-8")
-        sys.stdout = os.fdopen(1, "w", encoding="utf-8")
-        from tools.nbgrader_guard import serve as serve_guard
-
-        code = serve_guard()
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (AttributeError, OSError, ValueError):
