@@ -11,10 +11,13 @@ student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any
 2. *limits*: the solutions are autograded once as a student; each cell may then take
    ``FACTOR`` times its measured time, at least ``MIN_LIMIT`` s (a student's own cells: ``FACTOR``
    times the 95th percentile of the solution's cells). Kept in ``.grade/`` until ``source/`` changes;
-3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA (every
-   worker's kernels are forked from one process that has imported torch and the course,
-   tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). A student
-   whose kernel dies is graded again notebook by notebook, so one crashing notebook costs only
+3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA. Each
+   worker is one nbgrader process that stays up for the run and grades its students one after
+   another (tools/grade_worker.py), so nbgrader's imports and the honesty guard's template are
+   paid once per worker, as nbgrader's own sequential autograde pays them once; every worker's
+   kernels are forked from one process that has imported torch and the course
+   (tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). A student whose
+   kernel dies is graded again notebook by notebook, so one crashing notebook costs only
    itself; a cell that hangs is stopped at its limit and named in the summary;
 4. the summary, in words: timeouts, crashed and missing or renamed notebooks.
 
@@ -54,6 +57,8 @@ from tools.grade_parts import (  # noqa: E402
     timeouts,
     worker_config,
 )
+from tools.grade_worker import Worker  # noqa: E402
+from tools.nbgrader_roundtrip import nbgrader_env  # noqa: E402
 from tools.warm_kernel import KERNEL_NAME  # noqa: E402
 from tools.warm_kernel import start as start_warm_kernels  # noqa: E402
 
@@ -70,6 +75,7 @@ class Outcome:
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     crashed: list[str] = field(default_factory=list)
+    fallbacks: int = 0  # nbgrader processes started for one notebook each, after a kernel died
 
 
 class Run:
@@ -88,6 +94,7 @@ class Run:
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=self.state_dir))
         self.quiet = quiet
         self.lock = threading.Lock()
+        self.processes: dict[Path, Worker] = {}  # one long-lived nbgrader per folder
 
     # -- setup
     def template(self) -> Path:
@@ -199,14 +206,10 @@ class Run:
         flag = threading.Event()
         watcher = threading.Thread(target=watch, args=(flag,), daemon=True)
         watcher.start()
-        status = run_nbgrader(
-            folder,
-            ["autograde", self.assignment, "--student", student, "--force"],
-            timeout=backstop,
-            log=log,
-        )
+        status = self.processes[folder].grade(student, log, timeout=backstop)
         if status:  # a kernel died (or nbgrader was stopped): each notebook on its own
             for notebook in self.submitted_notebooks(student):
+                out.fallbacks += 1
                 failed = run_nbgrader(
                     folder,
                     ["autograde", self.assignment, "--student", student]
@@ -346,6 +349,9 @@ class Run:
                 worker_config(self.course, folder, limits_file), encoding="utf-8"
             )
             folders.append(folder)
+            self.processes[folder] = Worker(
+                folder, self.assignment, nbgrader_env(), self.scratch / f"worker{i}.log"
+            )
         free = list(folders)
         outcomes: list[Outcome] = []
         start = time.perf_counter()
@@ -371,8 +377,12 @@ class Run:
                     state_file.write_text(json.dumps(state, indent=1), encoding="utf-8")
             return outcome
 
-        with ThreadPoolExecutor(len(folders)) as pool:
-            outcomes = list(pool.map(one, todo))
+        try:
+            with ThreadPoolExecutor(len(folders)) as pool:
+                outcomes = list(pool.map(one, todo))
+        finally:
+            for worker in self.processes.values():
+                worker.stop()
         bar.close()
         seconds = time.perf_counter() - start
         summary = {
@@ -385,6 +395,8 @@ class Run:
             "limits": {"factor": FACTOR, "minimum": MIN_LIMIT, "default": limits["default"]},
             "problems": {o.student: o.problems for o in outcomes if o.problems},
             "crashed": {o.student: o.crashed for o in outcomes if o.crashed},
+            "nbgrader_processes": sum(w.starts for w in self.processes.values())
+            + sum(o.fallbacks for o in outcomes),
         }
         (self.state_dir / f"last-run-{self.assignment}.json").write_text(
             json.dumps(summary, indent=1), encoding="utf-8"

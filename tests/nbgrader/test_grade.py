@@ -8,6 +8,7 @@ a real server (pgserver: PostgreSQL's binaries from a PyPI wheel, so CI needs no
 the class report (tools/class_report.py) must count the planted mistakes.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -123,6 +124,7 @@ def graded(tmp_path_factory):
     shutil.copytree(course, sequential)
     out, err, parallel_s = _grade(course, "--workers", "2")
     print(out)
+    summary = json.loads((course / ".grade" / f"last-run-{ASSIGNMENT}.json").read_text())
     assert "%|" in err and "notebook" in err  # tqdm's progress bar, with its rate and ETA
     limits = course / ".grade" / f"limits-{ASSIGNMENT}.json"
     with open(sequential / "nbgrader_config.py", "a", encoding="utf-8") as config:
@@ -136,17 +138,19 @@ def graded(tmp_path_factory):
     )
     sequential_s = time.perf_counter() - start
     load = os.getloadavg()[0]
+    students_s = summary["seconds"]
     print(
         f"\n20 students x 2 chapters: sequential nbgrader autograde {sequential_s:.0f} s, "
-        f"make grade with 2 workers {parallel_s:.0f} s (incl. its one-off timing of the "
-        f"solutions): speed-up {sequential_s / parallel_s:.2f}x; load average {load:.1f} "
-        f"on {os.cpu_count()} cores"
+        f"make grade with 2 workers {students_s:.0f} s for the students (speed-up "
+        f"{sequential_s / students_s:.2f}x), {parallel_s:.0f} s with its one-off timing of the "
+        f"solutions ({sequential_s / parallel_s:.2f}x); load average {load:.1f} on "
+        f"{os.cpu_count()} cores"
     )
-    return course, sequential, out
+    return course, sequential, out, summary
 
 
 def test_same_scores_as_sequential_autograde(graded):
-    course, sequential, _ = graded
+    course, sequential, _, _ = graded
     students = [s for s, _ in CLASS]
     ours = _scores(f"sqlite:///{course / 'gradebook.db'}", students)
     theirs = _scores(f"sqlite:///{sequential / 'gradebook.db'}", students)
@@ -162,8 +166,17 @@ def test_same_scores_as_sequential_autograde(graded):
     )
 
 
+def test_each_worker_starts_nbgrader_once(graded):
+    """Two long-lived nbgrader processes grade the 20 students (tools/grade_worker.py), not one
+    per student, which paid nbgrader's and the guard's imports 20 times; crash1's notebooks are
+    graded again one by one in a process each after its kernel died."""
+    _, _, _, summary = graded
+    assert summary["workers"] == 2 and summary["crashed"] == {"crash1": ["03_causal_masking"]}
+    assert summary["nbgrader_processes"] == 2 + 2
+
+
 def test_problems_are_reported_in_words(graded):
-    course, _, out = graded
+    course, _, out, _ = graded
     assert (
         "hang1: 03_causal_masking: cell" in out
         and "ch03_check_mask_before_softmax) was stopped after" in out
@@ -174,7 +187,7 @@ def test_problems_are_reported_in_words(graded):
 
 
 def test_a_rerun_grades_only_new_or_changed_submissions(graded):
-    course, _, _ = graded
+    course, _, _, _ = graded
     out, _, _ = _grade(course, "--workers", "2")
     assert "1 of 20 submissions to grade (19 unchanged" in out  # crash1 is tried again
     nb = nbtools.read(course / "submitted" / "late_fix" / ASSIGNMENT / "01_toy_attention.ipynb")
@@ -194,7 +207,7 @@ def test_a_rerun_grades_only_new_or_changed_submissions(graded):
 def test_postgresql_gradebook(graded, tmp_path):
     import pgserver
 
-    course, _, _ = graded
+    course, _, _, _ = graded
     server = pgserver.get_server(tmp_path / "pgdata", cleanup_mode="stop")
     try:
         url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
@@ -210,7 +223,7 @@ def test_postgresql_gradebook(graded, tmp_path):
 def test_class_report_counts_the_planted_mistakes(graded):
     from tools import class_report
 
-    course, _, _ = graded
+    course, _, _, _ = graded
     report = class_report.collect(course, ASSIGNMENT)
     counts = Counter()
     for row in report.checks:

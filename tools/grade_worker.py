@@ -1,0 +1,114 @@
+"""One worker of a grading run (tools/grade.py): a process that stays up for the whole run and
+autogrades, one after another, the students it is sent, in its own scratch course.
+
+Why not one ``nbgrader autograde --student X`` process per student: each such process imports
+nbgrader (about 3 s of CPU here) and starts the honesty guard's template, which imports torch
+and the course (3 s or more; tools/nbgrader_guard.py). nbgrader's own sequential ``autograde``
+of a class pays both once; a run that paid them for every student was no faster with 2 workers
+than nbgrader alone (measured 2026-11-25: 194 s against 183 s for a class of 20). A worker pays
+them once, and grades each student exactly as ``nbgrader autograde ASSIGNMENT --student X
+--force`` run in its folder would: it is nbgrader's ``AutogradeApp``, initialised once from the
+folder's ``nbgrader_config.py`` with those arguments, then started per student.
+
+The conversation, one JSON line each way: the run sends ``{"student": ..., "log": path}`` on
+the worker's standard input; the worker appends nbgrader's log for that student to ``path`` and
+answers ``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its
+standard output. Everything else the worker or its kernels print goes to its standard error.
+
+    python -m tools.grade_worker FOLDER ASSIGNMENT     (started by tools/grade.py)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+
+class Worker:
+    """The run's side: one worker process, restarted after it had to be stopped."""
+
+    def __init__(self, folder: Path, assignment: str, env: dict, log: Path):
+        self.folder, self.assignment, self.env, self.log = folder, assignment, env, log
+        self.process: subprocess.Popen | None = None
+        self.starts = 0  # processes started: 1, unless one had to be stopped
+
+    def _start(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            with open(self.log, "a", encoding="utf-8") as errors:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "tools.grade_worker", str(self.folder), self.assignment],
+                    cwd=Path(__file__).resolve().parent.parent,
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    text=True,
+                    start_new_session=True,  # stopped with its kernels and its guard template
+                )
+            self.starts += 1
+        return self.process
+
+    def grade(self, student: str, log: Path, timeout: float) -> int:
+        """0 when nbgrader graded ``student``, 1 when it failed, -9 when stopped at ``timeout``."""
+        process = self._start()
+        try:
+            process.stdin.write(json.dumps({"student": student, "log": str(log)}) + "\n")
+            process.stdin.flush()
+            ready = select.select([process.stdout], [], [], timeout)[0]
+            reply = process.stdout.readline() if ready else ""
+        except OSError:
+            reply = ""
+        if not reply:  # past its time, or the worker itself died: stop it and its kernels
+            self.stop()
+            return -9 if not ready else 1
+        return 0 if json.loads(reply).get("ok") else 1
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, 9)
+            self.process.wait()
+        self.process = None
+
+
+def serve(folder: str, assignment: str) -> int:
+    """The worker's side: grade each student named on standard input (see the module text)."""
+    replies = os.fdopen(os.dup(1), "w", buffering=1)  # the answers keep a descriptor of their own
+    requests = os.fdopen(os.dup(0), "r")
+    os.dup2(2, 1)  # whatever else is printed, by us or by the kernels we start, goes to the log
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # kernels inherit no end of the conversation
+    sys.stdout = sys.stderr
+    os.chdir(folder)
+    from nbgrader.apps.autogradeapp import AutogradeApp
+    from nbgrader.converters import Autograde
+    from nbgrader.converters.base import NbGraderException
+
+    arguments = [assignment, "--force"]
+    sys.argv = [str(Path(sys.executable).parent / "nbgrader"), "autograde", *arguments]
+    app = AutogradeApp()  # reads ./nbgrader_config.py, as `nbgrader autograde` does
+    app.initialize(arguments)
+    app.coursedir.assignment_id = assignment
+    for line in requests:
+        request = json.loads(line)
+        handler = logging.FileHandler(request["log"], encoding="utf-8")
+        handler.setFormatter(logging.Formatter("[%(name)s | %(levelname)s] %(message)s"))
+        app.log.addHandler(handler)
+        app.coursedir.student_id = request["student"]
+        try:
+            Autograde(coursedir=app.coursedir, parent=app).start()
+            ok = True
+        except NbGraderException:
+            ok = False
+        finally:
+            app.log.removeHandler(handler)
+            handler.close()
+        replies.write(json.dumps({"ok": ok}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve(*sys.argv[1:]))
