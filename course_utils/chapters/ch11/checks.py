@@ -168,21 +168,18 @@ MLA_BUGS = (
 # (batch, d, heads, head_dim, latent, rope_dim, seed); the second has head_dim == latent width
 MLA_CASES = ((2, 16, 4, 8, 6, 4, 1101), (1, 12, 3, 4, 4, 2, 1102), (2, 20, 2, 6, 10, 6, 1103))
 STEPS = ((0, 3), (3, 4), (4, 6), (6, 7))  # a prompt of 3, then 1, 2 and 1 new tokens
+RUNS = (("", ((0, 7),)), (", run step by step (3, 1, 2, 1 tokens) with the cache", STEPS))
 
 
-def _steps(run, x):
-    """Outputs of run(x_step, cache) over STEPS, joined, and the caches handed along."""
+def _steps(run, x, steps, w, **slip):
+    """``run(x_step, w, cache, **slip)`` over the (lo, hi) token ranges of ``steps`` (one pass:
+    one step), each handed the cache of the one before: the outputs joined, and the caches."""
     cache, outs, caches = None, [], []
-    for lo, hi in STEPS:
-        out, cache = run(x[:, lo:hi], cache)
+    for lo, hi in steps:
+        out, cache = run(x[:, lo:hi], w, cache, **slip)
         outs.append(out)
         caches.append(cache)
     return torch.cat(outs, dim=1), caches
-
-
-def mla_in_steps(x, w, **slip):
-    """:func:`mla_reference` over STEPS, each step handed the cache of the one before."""
-    return _steps(lambda x_step, cache: mla_reference(x_step, w, cache, **slip), x)
 
 
 def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
@@ -197,38 +194,33 @@ def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
             if not E.same(_float64(lat), latent, atol=1e-4):
                 raise c.bug("mla_cache_not_latent", f"After {what}:")
             return
-    expected = f"((b, N, dc), (b, N, dr)) = (({b}, {N}, {dc}), ({b}, {N}, {dr}))"
-    raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), expected=expected)
+    raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), b=b, N=N, dc=dc, dr=dr)
 
 
 def _check_mla(c: E.Check, fn, form: str) -> None:
     __tracebackhide__ = True
     c.ensure_callable(fn, f"a function {form}(x, w, cache=None)")
+
+    def student(x_step, w, cache):
+        got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
+        _pair(c, got, "mla_not_a_pair")
+        c.expect_tensor_output(got[0], f"{form}'s output", tuple(x_step.shape))
+        return got
+
     with E.isolated():
         for b, d, h, hd, dc, dr, seed in MLA_CASES:
             w = E.chapters().mla_weights(d, h, hd, dc, dr, seed=seed)
             x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
-
-            def student(x_step, cache, w=w):
-                got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
-                _pair(c, got, "mla_not_a_pair")
-                c.expect_tensor_output(got[0], f"{form}'s output", (b, x_step.shape[1], d))
-                return got
-
             what = f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}"
             what += f", latent {dc}, rope {dr}"
-            out, cache = student(x, None)
             ref, (latent, _) = mla_reference(x, w)
-            _check_cache(c, cache, what, w, latent)
-            variants = _variants(mla_reference, MLA_BUGS, x, w)
-            c.compare(_float64(out), ref, f"For {what}:", variants, atol=1e-4)
-            stepwise, caches = _steps(student, x)
-            for (lo, hi), cache in zip(STEPS, caches):
-                _check_cache(c, cache, f"the step with tokens {lo} to {hi - 1}", w, latent[:, :hi])
-            sizes = ", ".join(f"{hi - lo}" for lo, hi in STEPS)
-            where = f"For {what}, run step by step ({sizes} tokens) with the cache:"
-            variants = _variants(mla_in_steps, MLA_BUGS, x, w)
-            c.compare(_float64(stepwise), ref, where, variants, atol=1e-4)
+            for how, steps in RUNS:  # in one pass, then step by step: the caches, then the output
+                out, caches = _steps(student, x, steps, w)
+                for (lo, hi), cache in zip(steps, caches):
+                    after = f"the step with tokens {lo} to {hi - 1}" if how else what
+                    _check_cache(c, cache, after, w, latent[:, :hi])
+                variants = _variants(partial(_steps, mla_reference), MLA_BUGS, x, steps, w)
+                c.compare(_float64(out), ref, f"For {what}{how}:", variants, atol=1e-4)
             # the last step again, with x, every weight of w and the cache as if on another device
             # (the tensors given are placed themselves: the call takes them from w and the cache)
             last, weights = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
