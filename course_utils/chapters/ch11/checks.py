@@ -142,10 +142,8 @@ def mla_reference(x, w, cache=None, **slip):
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
     N, dc = latent.shape[1:]
     w_k, w_v = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
-    if on("transposed"):
-        k, v = (latent[:, None] @ m.view(h, dc, hd) for m in (w_k, w_v))  # (b, h, N, hd) each
-    else:
-        k, v = ((latent @ m.T).view(b, N, h, hd).transpose(1, 2) for m in (w_k, w_v))
+    blocks = [m.view(h, dc, hd) if on("transposed") else m.view(h, hd, dc).mT for m in (w_k, w_v)]
+    k, v = (latent[:, None] @ block for block in blocks)  # (b, h, N, hd) each
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
     q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
     scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
@@ -258,12 +256,11 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     for lo in range(0, n, c):
         hi = min(lo + c, n)
         cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
-        grown = (S + ck.mT @ cv, z + ck.sum(2)) if on("state_first") else (S, z)
-        scores = (cq @ ck.mT).tril(-1 if on("strict") or on("before") else 0)
-        if on("state_first"):
-            scores = scores * 0
-        top = scores @ cv + cq @ grown[0]
-        normaliser = scores.sum(-1, keepdim=True) + cq @ grown[1][..., None]  # (b, h, c, 1)
+        scores = cq @ ck.mT  # (b, h, c, c); state_first: all of the chunk, as if in the state
+        if not on("state_first"):
+            scores = scores.tril(-1 if on("strict") or on("before") else 0)
+        top = scores @ cv + cq @ S
+        normaliser = scores.sum(-1, keepdim=True) + cq @ z[..., None]  # (b, h, c, 1)
         outs.append(top if on("no_norm") else top / normaliser)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
