@@ -110,9 +110,7 @@ def kv_wall_explorer(
         contexts = [(f"{k:,}", k) for k in KV_CONTEXTS]  # (label, value) pairs
         return {
             "model": widgets.Dropdown(options=list(PUBLISHED), value=model, description="model"),
-            "layout": widgets.Dropdown(
-                options=list(KV_WALL_LAYOUTS), value=layout, description="layout"
-            ),
+            "layout": widgets.Dropdown(options=KV_WALL_LAYOUTS, value=layout, description="layout"),
             "context": widgets.SelectionSlider(
                 options=contexts, value=context, description="context (tokens)", **X.slider_style()
             ),
