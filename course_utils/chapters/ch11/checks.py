@@ -356,11 +356,9 @@ def _check_state_handed_on(c: E.Check, fn, form, inputs, reference, bugs, split)
     _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
     what = f"{form} on the remaining tokens with the state of the first {split}"
     got = _float64(c.call(fn, *tail, state, what=what)[0])
-    in_two = [("recurrence_state_ignored", lambda: reference(*tail)[0])]  # as if from zeros
-    in_two += [
-        (bug, lambda s=s: reference(*tail, reference(*head, **s)[1], **s)[0]) for bug, s in bugs
-    ]
-    c.compare(got, reference(*tail, reference(*head)[1])[0], f"For {what}:", in_two)
+    in_two = lambda **s: reference(*tail, reference(*head, **s)[1], **s)  # noqa: E731
+    variants = [("recurrence_state_ignored", lambda: reference(*tail)[0]), *_variants(in_two, bugs)]
+    c.compare(got, in_two()[0], f"For {what}:", variants)
 
 
 def check_linear_attention_recurrent(fn) -> None:
