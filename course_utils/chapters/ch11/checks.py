@@ -87,13 +87,13 @@ def _byte_cases():
     return [(name, lay, *c) for name, lay in layouts.items() for c in contexts]
 
 
-def _as_int(got) -> int | None:
-    """An integral number (int, integral float or one-element tensor) as an int, else None."""
-    if isinstance(got, torch.Tensor) and got.numel() == 1:
-        got = got.item()
-    if isinstance(got, bool) or not isinstance(got, (int, float)):
-        return None
-    return int(got) if float(got).is_integer() else None
+def _count(c: E.Check, got, what: str) -> int:
+    """``got`` as an int if it is a whole int, float or one-element tensor, else kv_not_a_count."""
+    number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    if isinstance(number, (int, float)) and not isinstance(number, bool):
+        if float(number).is_integer():
+            return int(number)
+    raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
 
 
 def check_kv_cache_bytes(fn) -> None:
@@ -107,9 +107,7 @@ def check_kv_cache_bytes(fn) -> None:
             layout, context, batch, size = case
             what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
             got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
-            if _as_int(got) is None:
-                raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
-            answers.append((what, _as_int(got), case))
+            answers.append((what, _count(c, got, what), case))
     wrong = [(what, number, case) for what, number, case in answers if number != cache_bytes(*case)]
     if wrong:  # named by the slip that reproduces every answer, if one does
         slips = (b for b, s in BYTES_BUGS if all(n == cache_bytes(*a, **s) for _, n, a in answers))
