@@ -18,6 +18,10 @@ from course_utils.checks import _engine as E
 
 from .sparse_shared import check_shared_kv_forward, check_sparse_attention
 
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the exercises are the caches,
+# MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
+ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
+
 
 def _variants(reference, bugs, *args):
     """The (mistake id, recompute) pairs ``c.compare`` takes: for each ``(id, switch)`` of
@@ -35,11 +39,6 @@ def _pair(c: E.Check, got, bug: str):
 def _float64(t: torch.Tensor) -> torch.Tensor:
     """A student's tensor detached, on the CPU and in float64, to compare with a reference."""
     return t.detach().cpu().double()
-
-
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the exercises are the caches,
-# MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
-ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 
 # --------------------------------------------------------------------------- kv_cache_bytes
