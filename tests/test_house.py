@@ -53,11 +53,6 @@ CHAPTER_EXCEPTIONS = {
     # rows-through-W_key counter) and the explorer's snapshot validation (14 tested messages, each
     # text kept); the last pass folded the cache cases into the engine's E.Case, nothing weakened
     "ch08": 705,
-    # checks 423 + sparse_shared 125 + explorer 124 (measured 2026-11-25, from 711): eight checks,
-    # the most of any chapter (about 68 lines per check, against 155 for chapter 08's three); a
-    # second pass cut 39 lines (bug switches read where used, all off unless given; device probes
-    # on the student's own structures; a dead drawing call), every verdict and picture unchanged
-    "ch11": 672,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 

@@ -86,7 +86,6 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         ax.set_yticks(range(n), KV_WALL_LAYOUTS)
         ax.set_ylim(n - 0.5, -0.5)
         P.plain_axes(ax, "KV cache of the batch (16-bit)", "", axis="x")
-        h["ax"] = ax
     for i, (bar, text, gib) in enumerate(zip(h["bars"], h["texts"], view.gib.tolist())):
         known = gib == gib  # NaN: the layout is not possible for this model
         bar.set_width(gib if known else 0.0)
@@ -94,7 +93,7 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
         label = X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
         text.set_text(label)
-    X._title(h["ax"], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
+    X._title(fig.axes[0], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
 
 
 def kv_wall_explorer(
@@ -110,9 +109,7 @@ def kv_wall_explorer(
         contexts = [(f"{k:,}", k) for k in KV_CONTEXTS]  # (label, value) pairs
         return {
             "model": widgets.Dropdown(options=list(PUBLISHED), value=model, description="model"),
-            "layout": widgets.Dropdown(
-                options=list(KV_WALL_LAYOUTS), value=layout, description="layout"
-            ),
+            "layout": widgets.Dropdown(options=KV_WALL_LAYOUTS, value=layout, description="layout"),
             "context": widgets.SelectionSlider(
                 options=contexts, value=context, description="context (tokens)", **X.slider_style()
             ),

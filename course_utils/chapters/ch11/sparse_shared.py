@@ -1,6 +1,5 @@
 """Chapter 11's checks of top-k sparse attention and cross-layer KV sharing (re-exported by checks)."""
 
-import math
 from functools import partial
 
 import torch
@@ -13,12 +12,12 @@ def sparse_reference(q, k, v, index, topk, **slip):
     q, k, v, index = (t.detach().cpu().double() for t in (q, k, v, index))
     n, N, on = q.shape[-2], k.shape[-2], slip.get
     causal = torch.arange(N - n, N)[:, None] - (N - n if on("top_left") else 0) >= torch.arange(N)
-    scores = q @ k.mT / math.sqrt(q.shape[-1])  # (b, h, n, N)
+    scores = q @ k.mT  # (b, h, n, N), unscaled: by_scores ranks the keys by them
     rank = scores if on("by_scores") else index[:, None].expand_as(scores)
     rank = rank if on("over_future") else rank.masked_fill(~causal, -torch.inf)
     chosen = rank.topk(min(topk - on("fewer", 0), N), dim=-1).indices  # (b, h, n, k)
     keep = torch.zeros_like(causal.expand_as(scores)).scatter(-1, chosen, True) & causal
-    return torch.softmax(scores.masked_fill(~keep, -torch.inf), dim=-1) @ v  # (b, h, n, dv)
+    return E.chapters().attend(q, k, v, keep)  # (b, h, n, dv)
 
 
 SPARSE_BUGS = {"sparse_topk_over_future": "over_future", "sparse_selects_by_attention": "by_scores"}
