@@ -75,7 +75,6 @@ class Outcome:
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
     crashed: list[str] = field(default_factory=list)
-    fallbacks: int = 0  # nbgrader processes started for one notebook each, after a kernel died
 
 
 class Run:
@@ -209,14 +208,7 @@ class Run:
         status = self.processes[folder].grade(student, log, timeout=backstop)
         if status:  # a kernel died (or nbgrader was stopped): each notebook on its own
             for notebook in self.submitted_notebooks(student):
-                out.fallbacks += 1
-                failed = run_nbgrader(
-                    folder,
-                    ["autograde", self.assignment, "--student", student]
-                    + ["--notebook", notebook, "--force"],
-                    timeout=backstop,
-                    log=log,
-                )
+                failed = self.processes[folder].grade(student, log, backstop, notebook)
                 if failed:
                     out.crashed.append(notebook)
         flag.set()
@@ -395,8 +387,8 @@ class Run:
             "limits": {"factor": FACTOR, "minimum": MIN_LIMIT, "default": limits["default"]},
             "problems": {o.student: o.problems for o in outcomes if o.problems},
             "crashed": {o.student: o.crashed for o in outcomes if o.crashed},
-            "nbgrader_processes": sum(w.starts for w in self.processes.values())
-            + sum(o.fallbacks for o in outcomes),
+            "nbgrader_processes": sum(w.starts for w in self.processes.values()),
+            "student_seconds": {o.student: round(o.seconds, 1) for o in outcomes},
         }
         (self.state_dir / f"last-run-{self.assignment}.json").write_text(
             json.dumps(summary, indent=1), encoding="utf-8"

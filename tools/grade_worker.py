@@ -10,9 +10,9 @@ them once, and grades each student exactly as ``nbgrader autograde ASSIGNMENT --
 --force`` run in its folder would: it is nbgrader's ``AutogradeApp``, initialised once from the
 folder's ``nbgrader_config.py`` with those arguments, then started per student.
 
-The conversation, one JSON line each way: the run sends ``{"student": ..., "log": path}`` on
-the worker's standard input; the worker appends nbgrader's log for that student to ``path`` and
-answers ``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its
+The conversation, one JSON line each way: the run sends ``{"student": ..., "notebook": ...,
+"log": path}`` on the worker's standard input (``"notebook": "*"``: all of them, as without
+``--notebook``); the worker appends nbgrader's log for it to ``path`` and answers ``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its
 standard output. Everything else the worker or its kernels print goes to its standard error.
 
     python -m tools.grade_worker FOLDER ASSIGNMENT     (started by tools/grade.py)
@@ -53,11 +53,13 @@ class Worker:
             self.starts += 1
         return self.process
 
-    def grade(self, student: str, log: Path, timeout: float) -> int:
-        """0 when nbgrader graded ``student``, 1 when it failed, -9 when stopped at ``timeout``."""
+    def grade(self, student: str, log: Path, timeout: float, notebook: str = "*") -> int:
+        """0 when nbgrader graded ``student`` (only ``notebook``, if named), 1 when it failed, -9
+        when stopped at ``timeout``."""
         process = self._start()
+        request = {"student": student, "notebook": notebook, "log": str(log)}
         try:
-            process.stdin.write(json.dumps({"student": student, "log": str(log)}) + "\n")
+            process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
             ready = select.select([process.stdout], [], [], timeout)[0]
             reply = process.stdout.readline() if ready else ""
@@ -98,6 +100,7 @@ def serve(folder: str, assignment: str) -> int:
         handler.setFormatter(logging.Formatter("[%(name)s | %(levelname)s] %(message)s"))
         app.log.addHandler(handler)
         app.coursedir.student_id = request["student"]
+        app.coursedir.notebook_id = request["notebook"]
         try:
             Autograde(coursedir=app.coursedir, parent=app).start()
             ok = True
