@@ -118,3 +118,6 @@ def test_every_readme_grading_step_runs_as_written(tmp_path):
         p.stem for p in (cwd / "source" / assignment).glob("*.ipynb")
     )
     assert ["nbgrader", "autograde"] in ran and ["nbgrader", "generate_feedback"] in ran
+    assert ["python", "-m"] in ran and (cwd / ".grade" / f"last-run-{assignment}.json").exists()
+    report = (cwd / "report" / "report.md").read_text(encoding="utf-8")
+    assert re.search(r"^\| `stub` \| [1-9]\d* \|$", report, re.MULTILINE)  # alice's untouched stubs
