@@ -51,7 +51,7 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
 	$(PYTHON) tools/nbgrader_roundtrip.py
 
-test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (long: not in CI)
+test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (about 9 min)
 	$(PYTHON) tools/nbgrader_roundtrip.py --class
 
 grade: ## autograde a class in parallel: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"]

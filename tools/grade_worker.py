@@ -32,6 +32,8 @@ from pathlib import Path
 class Worker:
     """The run's side: one worker process, restarted after it had to be stopped."""
 
+    command = (sys.executable, "-m", "tools.grade_worker")  # then FOLDER ASSIGNMENT
+
     def __init__(self, folder: Path, assignment: str, env: dict, log: Path):
         self.folder, self.assignment, self.env, self.log = folder, assignment, env, log
         self.process: subprocess.Popen | None = None
@@ -41,7 +43,7 @@ class Worker:
         if self.process is None or self.process.poll() is not None:
             with open(self.log, "a", encoding="utf-8") as errors:
                 self.process = subprocess.Popen(
-                    [sys.executable, "-m", "tools.grade_worker", str(self.folder), self.assignment],
+                    [*self.command, str(self.folder), self.assignment],
                     cwd=Path(__file__).resolve().parent.parent,
                     env=self.env,
                     stdin=subprocess.PIPE,

@@ -244,8 +244,8 @@ def nbgrader_env() -> dict[str, str]:
 
 
 CLASS_TEST = "tests/nbgrader/test_grade.py"
-"""The class of 20 (``make test-grade``): kept out of ``make test-nbgrader`` and CI, whose time it
-would more than double (51 min of it measured under load 17-20)."""
+"""The class of 20 (``make test-grade``, its own step of ``.ci/run``): kept out of
+``make test-nbgrader``, which an instructor runs to check a setup, because it takes minutes more."""
 
 
 def main(argv: list[str] | None = None) -> int:
