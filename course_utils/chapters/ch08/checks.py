@@ -12,7 +12,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from course_utils.checks import _engine as E
 from course_utils.checks._engine.watch import tree_flatten
@@ -343,45 +342,18 @@ def _cached_variant(attn, x, cache, i, bug, shift=0):
     return (merged if bug == "cache_no_out_proj" else attn.out_proj(merged)), new_cache
 
 
-def _run_cached(step, attn, x, chunks):
-    """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined."""
+def _run_cached(step, attn, x, chunks, new_weights=False):
+    """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined.
+    ``new_weights``: W_key and W_value get new weights before each call, so that a cache, which keeps
+    the earlier tokens' keys and values as they were projected, differs from their recomputation."""
     outs, cache = [], None
     for i, x_new in enumerate(x.split(chunks, dim=1)):
+        if new_weights:
+            for layer in (attn.W_key, attn.W_value):
+                layer.weight.copy_(E.randn(*layer.weight.shape, seed=830 + i))
         out, cache = step(attn, x_new, cache, i)
         outs.append(out)
     return torch.cat(outs, dim=1)
-
-
-class _KeyRows(TorchFunctionMode):
-    """Counts the token rows that meet W_key's weight, however the projection is written (attn.W_key(x),
-    F.linear, x @ weight.T, einsum, a fused QKV weight made by torch.cat): a cache projects only new tokens."""
-
-    def __init__(self, attn: nn.Module, batch: int) -> None:
-        super().__init__()
-        # the storages of the layer's own tensors, of W_key's weight, and (below) of what is made
-        # from them alone
-        self.own = {E.storage(t) for t in (*attn.parameters(), *attn.buffers())}
-        self.key = {E.storage(attn.W_key.weight)}
-        self.per_row = attn.W_key.in_features * batch
-        self.rows = 0
-        self.made = []  # kept alive, so that their storages' addresses stay theirs
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        places = [E.storage(t) for t in tensors]
-        result = func(*args, **(kwargs or {}))
-        data = [t.numel() for t, p in zip(tensors, places) if p not in self.own]
-        # made from the layer's own tensors alone (W_key.weight.T, torch.cat of weights)
-        if places and not data:
-            made = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
-            self.made += made
-            new = {E.storage(t) for t in made} - {0}
-            self.own |= new
-            if self.key.intersection(places):
-                self.key |= new
-        elif self.key.intersection(places):
-            self.rows += sum(data) // self.per_row
-        return result
 
 
 def check_attend_with_cache(attend_with_cache) -> None:
@@ -389,19 +361,17 @@ def check_attend_with_cache(attend_with_cache) -> None:
     __tracebackhide__ = True
     c = E.Check("check_attend_with_cache")
     c.ensure_callable(attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
-    key_rows, cache_dtypes = [], set()
+    cache_dtypes = set()
 
     def student(attn, x_part, cache, i):
         x_new = x_part.clone()
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
         try:
-            with _KeyRows(attn, x_new.shape[0]) as rows:
-                result = c.call(attend_with_cache, attn, x_new, cache, what=what)
+            result = c.call(attend_with_cache, attn, x_new, cache, what=what)
         except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
             if cache is not None and "must match the size" in str(failure.__cause__):
                 raise c.bug("cache_mask_wrong_shape", failure.diagnosis) from None
             raise
-        key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):
             raise c.bug("input_modified", f"After {what}:", what="x_new tensor")
         if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -421,7 +391,6 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 f"With {case.num_heads} head(s), d_out={case.d_out}, qkv_bias={case.qkv_bias}, "
                 f"tokens arriving {list(chunks)} per call:"
             )
-            key_rows.clear()
             got = _run_cached(student, attn, x, chunks)
             if not E.same(got, want):
                 if torch.isnan(got).all():
@@ -440,8 +409,6 @@ def check_attend_with_cache(attend_with_cache) -> None:
                     "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
                     "with rows past .. past + m - 1 of attn.mask.",
                 )
-            if any(r > m for r, m in zip(key_rows, chunks)):
-                raise c.bug("cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
             # a second text, from an empty cache again
             x = E.randn(case.batch, case.n, case.d_in, seed=case.seed + 1)
             try:
@@ -450,6 +417,11 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 second = failure
             if not E.same(second, attn(x)):
                 raise c.bug("cache_kept_outside", where)
+            # W_key and W_value given new weights before each call: cached keys and values keep theirs
+            right = partial(_cached_variant, bug=None)
+            want = _run_cached(right, attn, x, chunks, new_weights=True)
+            if not E.same(_run_cached(student, attn, x, chunks, new_weights=True), want):
+                raise c.bug("cache_recomputes_keys", where)
 
         def prompt_then_more(prompt, more):
             return attend_with_cache(attn, more, attend_with_cache(attn, prompt, None)[1])
