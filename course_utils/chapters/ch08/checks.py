@@ -73,13 +73,10 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
     before = [p.detach().clone() for p in model.parameters()]
     x_kept, y_kept = x.clone(), y.clone()
     backward_ran = []
-    hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
+    for p in model.parameters():  # left on: the model is this check's own, made for three calls
+        p.register_hook(lambda g: backward_ran.append(1))
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
-    try:
-        loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
-    finally:
-        for h in hooks:
-            h.remove()
+    loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
     if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
         raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
