@@ -56,9 +56,8 @@ def _reference_step(model, optimizer, inputs, targets, bug=None):
         logits, targets = logits[:, :-1], targets[:, 1:]
     if bug == "loss_on_probabilities":
         logits = torch.softmax(logits, dim=-1)
-    loss = F.cross_entropy(
-        logits.flatten(0, 1), targets.flatten(), reduction="sum" if bug == "loss_summed" else "mean"
-    )
+    reduction = "sum" if bug == "loss_summed" else "mean"
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction=reduction)
     if bug != "grad_not_zeroed":
         optimizer.zero_grad()
     loss.backward()
