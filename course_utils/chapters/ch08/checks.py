@@ -426,7 +426,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
         E.probe_device(c, attn, (x[:, :2], x[:, 2:4]), where, fn=prompt_then_more)
     c.passed(
         f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
-        "tokens, then one or more at a time), projecting only the new tokens",
+        "tokens, then one or more at a time), using the cached keys and values of earlier tokens",
     )
 
 
