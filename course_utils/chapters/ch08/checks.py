@@ -163,24 +163,18 @@ VAST, VAST_DRAWS = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tol
 
 
 def _draw(c, sample, logits, temperature, seed, what):
-    """The student's draw, the caller's logits left unchanged; a crash is named when multinomial
-    refused the probabilities."""
+    """The student's draw: a tensor of integer ids, one per row, the caller's logits left unchanged;
+    a crash is named when multinomial refused the probabilities."""
     try:
-        return c.call_pure(sample, [logits], temperature, E.generator(seed), what=what)
+        got = c.call_pure(sample, [logits], temperature, E.generator(seed), what=what)
     except E.CheckFailure as failure:
         error = failure.__cause__
-        if isinstance(error, RuntimeError) and (
-            "probability tensor contains" in str(error)
-            or "invalid multinomial distribution" in str(error)
-        ):
+        refusals = ("probability tensor contains", "invalid multinomial distribution")
+        if isinstance(error, RuntimeError) and any(words in str(error) for words in refusals):
             bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
             raise c.bug(bug, f"{what} raised RuntimeError: {error}") from None
         raise
-
-
-def _ids(c, got, what, rows):
-    """``got`` if it is a tensor of ``rows`` integer ids."""
-    got = c.expect_tensor_output(got, what, (rows,))
+    got = c.expect_tensor_output(got, what, (len(logits),))
     if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
         raise c.bug("sample_not_ids", f"{what} returned dtype {got.dtype}.")
     return got
@@ -203,10 +197,9 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
     state = torch.random.get_rng_state()
-    first = _ids(c, _draw(c, sample, batch, temperature, 5, what), what, len(batch))
+    first = _draw(c, sample, batch, temperature, 5, what)
     if probe:
-        second = _draw(c, sample, batch, temperature, 5, what)
-        if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
+        if not torch.equal(first, _draw(c, sample, batch, temperature, 5, what)):
             raise c.bug(
                 "generator_ignored",
                 f"Two calls of {what}, each with a generator seeded 5, drew different tokens.",
@@ -221,8 +214,7 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     order = expected.argsort(descending=True)
     cum_freq = freq[order].cumsum(-1)
     if _distance(cum_freq, expected[order], draws) <= Z:
-        other = _draw(c, sample, batch, temperature, 6, what) if probe else None
-        if isinstance(other, torch.Tensor) and torch.equal(first, other):
+        if probe and torch.equal(first, _draw(c, sample, batch, temperature, 6, what)):
             raise c.bug(
                 "sample_generator_replaced",
                 f"Calls of {what} with generators seeded 5 and 6 drew the same tokens.",
@@ -240,23 +232,20 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
             f"{expected[order][: k + 1].sum():.3f}."
         )
     greedy = "always_greedy" if temperature == TEMPERATURES[0] else "greedy_at_low_temperature"
-    variants = [
+    top = (order.argsort() <= torch.arange(vocab)[:, None]) * expected  # row m: m + 1 likeliest
+    variants = [  # each mistake's probabilities: one row, or one per filter (top-k, top-p)
         (greedy, F.one_hot(logits.argmax(), vocab).double()),
         ("temperature_after_softmax", torch.softmax(logits, dim=-1)),
         ("temperature_multiplied", torch.softmax(logits * temperature, dim=-1)),
         ("sample_softmax_over_batch", torch.full((vocab,), 1 / vocab, dtype=torch.float64)),
         ("sampled_from_logits", logits.clamp(min=0) / logits.clamp(min=0).sum()),
+        ("sample_filtered_top_tokens", top / top.sum(-1, keepdim=True)),
     ]
     for bug, probs in variants:
-        if _distance(cum_freq, probs[order], draws) <= Z:
-            raise c.bug(bug, shown, temperature=temperature)
-    # row m: the m + 1 likeliest tokens only
-    kept = torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
-    distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
-    if distances.min() <= Z:
-        raise c.bug(
-            "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
-        )
+        distances = _distance(cum_freq, probs[..., order], draws)
+        if distances.min() <= Z:
+            kept = int(distances.argmin()) + 1
+            raise c.bug(bug, shown, temperature=temperature, kept=kept, vocab=vocab)
     raise c.fail(
         shown,
         "draw with torch.multinomial and the generator given, from the softmax of logits / "
@@ -273,7 +262,7 @@ def check_sample_next_token(sample) -> None:
     with E.preserved_rng(), torch.no_grad():
         logits = E.randn(6, 9, seed=811)  # (6, 9)
         what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
-        got = _ids(c, _draw(c, sample, logits, 0, 1, what), what, 6)
+        got = _draw(c, sample, logits, 0, 1, what)
         if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
             raise c.bug("greedy_not_argmax", f"For {what}:")
         for i, (row, temperature) in enumerate(product(SAMPLE_LOGITS, TEMPERATURES)):
