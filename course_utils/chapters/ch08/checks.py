@@ -80,8 +80,7 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
         raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
-    numpy_number = type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
-    if numpy_number or isinstance(loss, torch.Tensor) and loss.numel() == 1:
+    if math.prod(getattr(loss, "shape", (0,))) == 1:  # one number in a tensor or NumPy array
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
@@ -300,8 +299,8 @@ CACHE_VARIANTS = (
 )
 
 
-def _cached_variant(attn, x, cache, i, bug, shift=0):
-    """Cached step i, with one catalogued mistake switched on (``shift``: the mask's rows off by it)."""
+def _cached_variant(attn, x, cache, i, bug=None, shift=0):
+    """Cached step i, right or with the mistake ``bug`` (``shift``: the mask's rows off by it)."""
     b, m, _ = x.shape
     h, hd = attn.num_heads, attn.head_dim
 
@@ -403,8 +402,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
             if not E.same(second, attn(x)):
                 raise c.bug("cache_kept_outside", where)
             # W_key and W_value given new weights before each call: cached keys and values keep theirs
-            right = partial(_cached_variant, bug=None)
-            want = _run_cached(right, attn, x, chunks, new_weights=True)
+            want = _run_cached(_cached_variant, attn, x, chunks, new_weights=True)
             if not E.same(_run_cached(student, attn, x, chunks, new_weights=True), want):
                 raise c.bug("cache_recomputes_keys", where)
 
