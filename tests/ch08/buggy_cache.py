@@ -140,6 +140,17 @@ def cache_of_inputs(attn, x_new, cache=None):
     return attn(x_all)[:, -m:], x_all
 
 
+def cache_values_of_inputs(attn, x_new, cache=None):
+    """Written to the pattern of cache_of_inputs, for the values alone: the keys are cached, but the
+    inputs are kept in place of the values, which are projected again for every token."""
+    if cache is None:
+        out, (k, _) = cache_right(attn, x_new)
+        return out, (k, x_new)
+    old_k, x_old = cache
+    out, (k, _) = _attend(attn, x_new, (old_k, _split(attn, attn.W_value(x_old))))
+    return out, (k, torch.cat([x_old, x_new], dim=1))
+
+
 def cache_returns_output_only(attn, x_new, cache=None):
     """Slip: the function returns the output and keeps the cache to itself."""
     return cache_right(attn, x_new, cache)[0]

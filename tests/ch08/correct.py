@@ -180,3 +180,18 @@ def cache_fused_qkv(attn, x_new, cache=None):
         q, k, v, attn_mask=~attn.mask[t - m : t, :t]
     )  # (b, h, m, hd)
     return attn.out_proj(context.transpose(1, 2).reshape(b, m, -1)), (k, v)
+
+
+def cache_projects_new_keys_twice(attn, x_new, cache=None):
+    """Applies W_key to the new tokens twice (once to check a shape): no cached token is projected."""
+    assert attn.W_key(x_new).shape[:2] == x_new.shape[:2]
+    k, v = (
+        layer(x_new).unflatten(-1, (attn.num_heads, -1)).transpose(1, 2)
+        for layer in (attn.W_key, attn.W_value)
+    )
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+    t, m = k.shape[2], x_new.shape[1]
+    q = attn.W_query(x_new).unflatten(-1, (attn.num_heads, -1)).transpose(1, 2)
+    context = F.scaled_dot_product_attention(q, k, v, attn_mask=~attn.mask[t - m : t, :t])
+    return attn.out_proj(context.transpose(1, 2).flatten(2)), (k, v)

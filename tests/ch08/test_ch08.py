@@ -222,12 +222,12 @@ def test_training_data_replays_a_snapshot_without_retraining():
     shots = fake_snapshots()
     checked = W.training_snapshots(shots)
     view = W.training_data(checked, 2)
-    assert view.snapshot.step == 20 and view.last_step == 30
-    assert torch.equal(view.snapshot.weights, shots[2]["weights"])
-    assert view.snapshot.losses.tolist() == pytest.approx(shots[2]["losses"])
+    assert view.step == 20 and view.last_step == 30
+    assert torch.equal(view.weights, shots[2]["weights"])
+    assert view.losses.tolist() == pytest.approx(shots[2]["losses"])
     assert view.loss_top == pytest.approx(3.0)
-    assert view.snapshot.labels == ("a", "␣", "c", "a", "t", "␣")  # spaces made visible
-    assert view.snapshot.sample == "sample at step 20"
+    assert view.labels == ("a", "␣", "c", "a", "t", "␣")  # spaces made visible
+    assert view.sample == "sample at step 20"
     one_head = W.training_snapshots([{**s, "weights": s["weights"][0]} for s in shots])
     assert one_head[0].weights.shape == (1, 6, 6)
 

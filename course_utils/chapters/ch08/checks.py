@@ -12,7 +12,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from course_utils.checks import _engine as E
 from course_utils.checks._engine.watch import tree_flatten
@@ -57,9 +56,8 @@ def _reference_step(model, optimizer, inputs, targets, bug=None):
         logits, targets = logits[:, :-1], targets[:, 1:]
     if bug == "loss_on_probabilities":
         logits = torch.softmax(logits, dim=-1)
-    loss = F.cross_entropy(
-        logits.flatten(0, 1), targets.flatten(), reduction="sum" if bug == "loss_summed" else "mean"
-    )
+    reduction = "sum" if bug == "loss_summed" else "mean"
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction=reduction)
     if bug != "grad_not_zeroed":
         optimizer.zero_grad()
     loss.backward()
@@ -74,19 +72,15 @@ def _student_step(c: E.Check, step, args: tuple, i: int) -> float:
     before = [p.detach().clone() for p in model.parameters()]
     x_kept, y_kept = x.clone(), y.clone()
     backward_ran = []
-    hooks = [p.register_hook(lambda g: backward_ran.append(1)) for p in model.parameters()]
+    for p in model.parameters():  # left on: the model is this check's own, made for three calls
+        p.register_hook(lambda g: backward_ran.append(1))
     what = f"train_step(model, optimizer, inputs, targets) (call {i + 1})"
-    try:
-        loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
-    finally:
-        for h in hooks:
-            h.remove()
+    loss = c.call(step, *args, what=what, hint=GRAPH_HINT)
     if not (torch.equal(x, x_kept) and torch.equal(y, y_kept)):
         raise c.bug("input_modified", f"After {what}:", what="inputs or targets tensor")
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         raise c.bug("step_returns_graph", f"{what} returned a tensor that requires grad.")
-    numpy_number = type(loss).__module__ == "numpy" and getattr(loss, "size", 0) == 1
-    if numpy_number or isinstance(loss, torch.Tensor) and loss.numel() == 1:
+    if math.prod(getattr(loss, "shape", (0,))) == 1:  # one number in a tensor or NumPy array
         loss = loss.item()
     if isinstance(loss, bool) or not isinstance(loss, (int, float)):
         raise c.bug("step_loss_not_returned", f"{what} returned {type(loss).__name__}.")
@@ -168,24 +162,18 @@ VAST, VAST_DRAWS = tuple((-torch.arange(1, 1001, dtype=torch.float64).log()).tol
 
 
 def _draw(c, sample, logits, temperature, seed, what):
-    """The student's draw, the caller's logits left unchanged; a crash is named when multinomial
-    refused the probabilities."""
+    """The student's draw: a tensor of integer ids, one per row, the caller's logits left unchanged;
+    a crash is named when multinomial refused the probabilities."""
     try:
-        return c.call_pure(sample, [logits], temperature, E.generator(seed), what=what)
+        got = c.call_pure(sample, [logits], temperature, E.generator(seed), what=what)
     except E.CheckFailure as failure:
         error = failure.__cause__
-        if isinstance(error, RuntimeError) and (
-            "probability tensor contains" in str(error)
-            or "invalid multinomial distribution" in str(error)
-        ):
+        refusals = ("probability tensor contains", "invalid multinomial distribution")
+        if isinstance(error, RuntimeError) and any(words in str(error) for words in refusals):
             bug = "greedy_divides_by_zero" if temperature == 0 else "sampled_from_logits"
             raise c.bug(bug, f"{what} raised RuntimeError: {error}") from None
         raise
-
-
-def _ids(c, got, what, rows):
-    """``got`` if it is a tensor of ``rows`` integer ids."""
-    got = c.expect_tensor_output(got, what, (rows,))
+    got = c.expect_tensor_output(got, what, (len(logits),))
     if got.is_floating_point() or got.is_complex() or got.dtype == torch.bool:
         raise c.bug("sample_not_ids", f"{what} returned dtype {got.dtype}.")
     return got
@@ -208,10 +196,9 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     shown_row = list(row) if vocab <= 10 else f"of {vocab} tokens"
     what = f"sample_next_token(logits, temperature={temperature}, generator) with rows {shown_row}"
     state = torch.random.get_rng_state()
-    first = _ids(c, _draw(c, sample, batch, temperature, 5, what), what, len(batch))
+    first = _draw(c, sample, batch, temperature, 5, what)
     if probe:
-        second = _draw(c, sample, batch, temperature, 5, what)
-        if not (isinstance(second, torch.Tensor) and torch.equal(first, second)):
+        if not torch.equal(first, _draw(c, sample, batch, temperature, 5, what)):
             raise c.bug(
                 "generator_ignored",
                 f"Two calls of {what}, each with a generator seeded 5, drew different tokens.",
@@ -226,8 +213,7 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
     order = expected.argsort(descending=True)
     cum_freq = freq[order].cumsum(-1)
     if _distance(cum_freq, expected[order], draws) <= Z:
-        other = _draw(c, sample, batch, temperature, 6, what) if probe else None
-        if isinstance(other, torch.Tensor) and torch.equal(first, other):
+        if probe and torch.equal(first, _draw(c, sample, batch, temperature, 6, what)):
             raise c.bug(
                 "sample_generator_replaced",
                 f"Calls of {what} with generators seeded 5 and 6 drew the same tokens.",
@@ -245,23 +231,20 @@ def _check_frequencies(c, sample, row, temperature, probe=False, draws=DRAWS):
             f"{expected[order][: k + 1].sum():.3f}."
         )
     greedy = "always_greedy" if temperature == TEMPERATURES[0] else "greedy_at_low_temperature"
-    variants = [
+    top = (order.argsort() <= torch.arange(vocab)[:, None]) * expected  # row m: m + 1 likeliest
+    variants = [  # each mistake's probabilities: one row, or one per filter (top-k, top-p)
         (greedy, F.one_hot(logits.argmax(), vocab).double()),
         ("temperature_after_softmax", torch.softmax(logits, dim=-1)),
         ("temperature_multiplied", torch.softmax(logits * temperature, dim=-1)),
         ("sample_softmax_over_batch", torch.full((vocab,), 1 / vocab, dtype=torch.float64)),
         ("sampled_from_logits", logits.clamp(min=0) / logits.clamp(min=0).sum()),
+        ("sample_filtered_top_tokens", top / top.sum(-1, keepdim=True)),
     ]
     for bug, probs in variants:
-        if _distance(cum_freq, probs[order], draws) <= Z:
-            raise c.bug(bug, shown, temperature=temperature)
-    # row m: the m + 1 likeliest tokens only
-    kept = torch.tril(torch.ones(vocab, vocab, dtype=torch.float64)) * expected[order]
-    distances = _distance(cum_freq, kept / kept.sum(-1, keepdim=True), draws)
-    if distances.min() <= Z:
-        raise c.bug(
-            "sample_filtered_top_tokens", shown, kept=int(distances.argmin()) + 1, vocab=vocab
-        )
+        distances = _distance(cum_freq, probs[..., order], draws)
+        if distances.min() <= Z:
+            kept = int(distances.argmin()) + 1
+            raise c.bug(bug, shown, temperature=temperature, kept=kept, vocab=vocab)
     raise c.fail(
         shown,
         "draw with torch.multinomial and the generator given, from the softmax of logits / "
@@ -278,7 +261,7 @@ def check_sample_next_token(sample) -> None:
     with E.preserved_rng(), torch.no_grad():
         logits = E.randn(6, 9, seed=811)  # (6, 9)
         what = "sample_next_token(logits of shape (6, 9), temperature=0, generator)"
-        got = _ids(c, _draw(c, sample, logits, 0, 1, what), what, 6)
+        got = _draw(c, sample, logits, 0, 1, what)
         if not torch.equal(got.cpu().long(), logits.argmax(dim=-1)):
             raise c.bug("greedy_not_argmax", f"For {what}:")
         for i, (row, temperature) in enumerate(product(SAMPLE_LOGITS, TEMPERATURES)):
@@ -316,8 +299,8 @@ CACHE_VARIANTS = (
 )
 
 
-def _cached_variant(attn, x, cache, i, bug, shift=0):
-    """Cached step i, with one catalogued mistake switched on (``shift``: the mask's rows off by it)."""
+def _cached_variant(attn, x, cache, i, bug=None, shift=0):
+    """Cached step i, right or with the mistake ``bug`` (``shift``: the mask's rows off by it)."""
     b, m, _ = x.shape
     h, hd = attn.num_heads, attn.head_dim
 
@@ -343,45 +326,18 @@ def _cached_variant(attn, x, cache, i, bug, shift=0):
     return (merged if bug == "cache_no_out_proj" else attn.out_proj(merged)), new_cache
 
 
-def _run_cached(step, attn, x, chunks):
-    """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined."""
+def _run_cached(step, attn, x, chunks, new_weights=False):
+    """``step(attn, x_new, cache, i)`` over x's chunks, threading the cache: the outputs joined.
+    ``new_weights``: W_key and W_value get new weights before each call, so that a cache, which keeps
+    the earlier tokens' keys and values as they were projected, differs from their recomputation."""
     outs, cache = [], None
     for i, x_new in enumerate(x.split(chunks, dim=1)):
+        if new_weights:
+            for layer in (attn.W_key, attn.W_value):
+                layer.weight.copy_(E.randn(*layer.weight.shape, seed=830 + i))
         out, cache = step(attn, x_new, cache, i)
         outs.append(out)
     return torch.cat(outs, dim=1)
-
-
-class _KeyRows(TorchFunctionMode):
-    """Counts the token rows that meet W_key's weight, however the projection is written (attn.W_key(x),
-    F.linear, x @ weight.T, einsum, a fused QKV weight made by torch.cat): a cache projects only new tokens."""
-
-    def __init__(self, attn: nn.Module, batch: int) -> None:
-        super().__init__()
-        # the storages of the layer's own tensors, of W_key's weight, and (below) of what is made
-        # from them alone
-        self.own = {E.storage(t) for t in (*attn.parameters(), *attn.buffers())}
-        self.key = {E.storage(attn.W_key.weight)}
-        self.per_row = attn.W_key.in_features * batch
-        self.rows = 0
-        self.made = []  # kept alive, so that their storages' addresses stay theirs
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        places = [E.storage(t) for t in tensors]
-        result = func(*args, **(kwargs or {}))
-        data = [t.numel() for t, p in zip(tensors, places) if p not in self.own]
-        # made from the layer's own tensors alone (W_key.weight.T, torch.cat of weights)
-        if places and not data:
-            made = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
-            self.made += made
-            new = {E.storage(t) for t in made} - {0}
-            self.own |= new
-            if self.key.intersection(places):
-                self.key |= new
-        elif self.key.intersection(places):
-            self.rows += sum(data) // self.per_row
-        return result
 
 
 def check_attend_with_cache(attend_with_cache) -> None:
@@ -389,19 +345,17 @@ def check_attend_with_cache(attend_with_cache) -> None:
     __tracebackhide__ = True
     c = E.Check("check_attend_with_cache")
     c.ensure_callable(attend_with_cache, "a function attend_with_cache(attn, x_new, cache)")
-    key_rows, cache_dtypes = [], set()
+    cache_dtypes = set()
 
     def student(attn, x_part, cache, i):
         x_new = x_part.clone()
         what = f"attend_with_cache(attn, x_new of shape {tuple(x_new.shape)}, cache) (call {i + 1})"
         try:
-            with _KeyRows(attn, x_new.shape[0]) as rows:
-                result = c.call(attend_with_cache, attn, x_new, cache, what=what)
+            result = c.call(attend_with_cache, attn, x_new, cache, what=what)
         except E.CheckFailure as failure:  # scores (m, past + m) met a mask cut to another shape
             if cache is not None and "must match the size" in str(failure.__cause__):
                 raise c.bug("cache_mask_wrong_shape", failure.diagnosis) from None
             raise
-        key_rows.append(rows.rows)
         if not torch.equal(x_new, x_part):
             raise c.bug("input_modified", f"After {what}:", what="x_new tensor")
         if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -421,7 +375,6 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 f"With {case.num_heads} head(s), d_out={case.d_out}, qkv_bias={case.qkv_bias}, "
                 f"tokens arriving {list(chunks)} per call:"
             )
-            key_rows.clear()
             got = _run_cached(student, attn, x, chunks)
             if not E.same(got, want):
                 if torch.isnan(got).all():
@@ -440,8 +393,6 @@ def check_attend_with_cache(attend_with_cache) -> None:
                     "project only x_new, torch.cat the cached keys/values in front (dim=2), and mask "
                     "with rows past .. past + m - 1 of attn.mask.",
                 )
-            if any(r > m for r, m in zip(key_rows, chunks)):
-                raise c.bug("cache_recomputes_keys", where, rows=key_rows, chunks=list(chunks))
             # a second text, from an empty cache again
             x = E.randn(case.batch, case.n, case.d_in, seed=case.seed + 1)
             try:
@@ -450,6 +401,10 @@ def check_attend_with_cache(attend_with_cache) -> None:
                 second = failure
             if not E.same(second, attn(x)):
                 raise c.bug("cache_kept_outside", where)
+            # W_key and W_value given new weights before each call: cached keys and values keep theirs
+            want = _run_cached(_cached_variant, attn, x, chunks, new_weights=True)
+            if not E.same(_run_cached(student, attn, x, chunks, new_weights=True), want):
+                raise c.bug("cache_recomputes_keys", where)
 
         def prompt_then_more(prompt, more):
             return attend_with_cache(attn, more, attend_with_cache(attn, prompt, None)[1])
@@ -458,7 +413,7 @@ def check_attend_with_cache(attend_with_cache) -> None:
         E.probe_device(c, attn, (x[:, :2], x[:, 2:4]), where, fn=prompt_then_more)
     c.passed(
         f"equals the full layer token by token on {len(CACHE_CASES)} cases (prompts of 1 to 4 "
-        "tokens, then one or more at a time), projecting only the new tokens",
+        "tokens, then one or more at a time), using the cached keys and values of earlier tokens",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
@@ -17,7 +17,6 @@ from course_utils.validation import CourseInputError, expect_int, expect_tensor
 
 __all__ = [
     "SNAPSHOT_KEYS",
-    "Snapshot",
     "TrainingView",
     "training_snapshots",
     "training_data",
@@ -33,24 +32,18 @@ SAMPLE_WIDTH = 34
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One checked snapshot: the step, the loss of every step so far, the maps, labels and sample."""
+class TrainingView:
+    """One checked snapshot, what :func:`training_explorer` shows of it: the step, the loss of every
+    step so far, the maps, labels and sample, and the ranges of the whole run's loss curve."""
 
+    index: int  # which snapshot (0 = the first)
     step: int
     losses: torch.Tensor  # (step,) float64: the training loss of steps 1 .. step
     weights: torch.Tensor  # (heads, n, n) float32 on the CPU
     labels: tuple[str, ...]  # n token labels, spaces shown as "␣"
     sample: str
-
-
-@dataclass(frozen=True)
-class TrainingView:
-    """What :func:`training_explorer` shows at one snapshot."""
-
-    index: int  # which snapshot (0 = the first)
-    snapshot: Snapshot
-    last_step: int  # the step of the last snapshot: the x range of the loss curve
-    loss_top: float  # the largest loss of the whole run: the y range of the loss curve
+    last_step: int = 0  # the step of the last snapshot: the x range of the loss curve
+    loss_top: float = 1.0  # the largest loss of the whole run: the y range of the loss curve
 
 
 def _finite_numbers(values: object) -> bool:
@@ -63,7 +56,7 @@ def _finite_numbers(values: object) -> bool:
     )
 
 
-def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
+def _one_snapshot(raw: object, i: int, previous: TrainingView | None) -> TrainingView:
     """``snapshots[i]`` checked and in the explorer's form; ``previous``: the snapshot before it."""
     what = f"snapshots[{i}]"
     if not isinstance(raw, Mapping):
@@ -117,10 +110,10 @@ def _one_snapshot(raw: object, i: int, previous: Snapshot | None) -> Snapshot:
             f"but got a {type(raw['sample']).__name__}."
         )
     losses = torch.tensor(losses, dtype=torch.float64)
-    return Snapshot(step, losses, weights, tuple(map(_visible, labels)), raw["sample"])
+    return TrainingView(i, step, losses, weights, tuple(map(_visible, labels)), raw["sample"])
 
 
-def training_snapshots(snapshots: object) -> tuple[Snapshot, ...]:
+def training_snapshots(snapshots: object) -> tuple[TrainingView, ...]:
     """Check the snapshots a training loop saved and return them in the explorer's form.
 
     Each snapshot is a dict: ``step`` (int, in increasing order), ``losses`` (the loss of
@@ -135,28 +128,27 @@ def training_snapshots(snapshots: object) -> tuple[Snapshot, ...]:
         )
     if not snapshots:
         raise CourseInputError("snapshots is empty: save at least one snapshot while training.")
-    checked: list[Snapshot] = []
+    checked: list[TrainingView] = []
     for i, raw in enumerate(snapshots):
         checked.append(_one_snapshot(raw, i, checked[-1] if checked else None))
-    return tuple(checked)
+    top = max((float(s.losses.max()) for s in checked if s.losses.numel()), default=1.0)
+    return tuple(replace(s, last_step=checked[-1].step, loss_top=top) for s in checked)
 
 
-def training_data(snapshots: Sequence[Snapshot], index: int) -> TrainingView:
+def training_data(snapshots: Sequence[TrainingView], index: int) -> TrainingView:
     """The view at snapshot ``index`` of checked snapshots (from :func:`training_snapshots`); no retraining."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(snapshots):
         raise CourseInputError(
             f"index must be an int from 0 to {len(snapshots) - 1} (one per snapshot), "
             f"but got {index!r}."
         )
-    top = max((float(s.losses.max()) for s in snapshots if s.losses.numel()), default=1.0)
-    return TrainingView(index, snapshots[index], snapshots[-1].step, top)
+    return snapshots[index]
 
 
 def draw_training(fig, view: TrainingView) -> None:
     """Every head's map on the fixed input (top), the loss so far and the sample (bottom)."""
     h = handles(fig)
-    shot = view.snapshot
-    heads, n, _ = shot.weights.shape
+    heads, n, _ = view.weights.shape
     if not h:
         # fixed positions instead of constrained layout: ~100 tick labels make that layout slow
         fig.set_layout_engine("none")
@@ -169,10 +161,10 @@ def draw_training(fig, view: TrainingView) -> None:
         size = 7.5 if n <= 12 else 6.6  # 9 px or more on screen (tests/test_legibility.py)
         for i in range(heads):
             ax = fig.add_subplot(grid[0, i])
-            heat = Heat(ax, shot.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
+            heat = Heat(ax, view.weights[i], vmin=0.0, vmax=1.0, annotate=False, animated=True)
             h["heat"].append(heat)
-            ax.set_xticks(range(n), shot.labels, fontsize=size)
-            ax.set_yticks(range(n) if i == 0 else [], shot.labels if i == 0 else [], fontsize=size)
+            ax.set_xticks(range(n), view.labels, fontsize=size)
+            ax.set_yticks(range(n) if i == 0 else [], view.labels if i == 0 else [], fontsize=size)
             ax.set_title(f"head {i}" if heads > 1 else "attention", fontsize=9)
             ax.tick_params(length=0, pad=1)
         fig.colorbar(h["heat"][-1].image, cax=fig.add_subplot(grid[0, heads]))
@@ -188,17 +180,14 @@ def draw_training(fig, view: TrainingView) -> None:
         text_ax.set_title("greedy sample at this step", fontsize=9, loc="left")
         h["sample"] = text_ax.text(0.0, 0.95, "", transform=text_ax.transAxes, animated=True)
         h["sample"].set(va="top", family="monospace", fontsize=8.5)
-    for heat, weights in zip(h["heat"], shot.weights):
+    for heat, weights in zip(h["heat"], view.weights):
         heat.update(weights)
-    h["curve"].set_data(range(1, shot.step + 1), shot.losses.numpy())
-    if shot.step:
-        h["dot"].set_data([shot.step], [float(shot.losses[-1])])
-        now = f"step {shot.step}: loss {float(shot.losses[-1]):.2f}"
-    else:
-        h["dot"].set_data([], [])
-        now = "step 0: before training"
+    steps, losses = range(1, view.step + 1), view.losses.numpy()
+    h["curve"].set_data(steps, losses)
+    h["dot"].set_data(steps[-1:], losses[-1:])  # the curve's last point (none before training)
+    now = f"step {view.step}: loss {losses[-1]:.2f}" if view.step else "step 0: before training"
     _title(h["loss_ax"], now, fontsize=9)
-    lines = textwrap.wrap(shot.sample, SAMPLE_WIDTH, drop_whitespace=False)[:6]
+    lines = textwrap.wrap(view.sample, SAMPLE_WIDTH, drop_whitespace=False)[:6]
     h["sample"].set_text("\n".join(lines) if lines else "(empty)")
 
 
