@@ -75,6 +75,30 @@ def test_each_chapter_stays_under_its_cap():
     )
 
 
+def test_the_counted_files_are_ruff_formatted():
+    """The caps above count lines after `ruff format` (pyproject.toml: line length 100): code packed
+    tighter by hand would pass a cap it does not meet. Formatting differs between ruff releases, so
+    this runs with the one constraints.txt pins (what `make install` puts in .venv)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    ruff = Path(sys.executable).with_name("ruff")
+    pinned = re.search(r"^ruff==(\S+)", (ROOT / "constraints.txt").read_text(), re.MULTILINE)
+    version = ruff.exists() and subprocess.run([ruff, "--version"], capture_output=True, text=True)
+    version = version.stdout if version else ""
+    if version.split()[-1:] != [pinned.group(1)]:
+        pytest.skip(f"needs ruff {pinned.group(1)} beside this Python (found: {version or 'none'})")
+    done = subprocess.run(
+        [str(ruff), "format", "--check", "--no-cache", "course_utils", "tools", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"run `ruff format` on these files:\n{done.stdout}"
+
+
 def test_no_file_is_over_500_lines():
     """One idea per screen, in course_utils, tools and tests alike."""
     sizes = {
