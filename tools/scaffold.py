@@ -308,7 +308,19 @@ def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
         else:
             path.write_text(text, encoding="utf-8")
         written.append(path)
+    _format([p for p in written if p.suffix == ".py"], root)
     return written
+
+
+def _format(paths: list[Path], root: Path) -> None:
+    """``ruff format`` the new Python files, as the house keeps every file (tests/test_house.py):
+    the templates' line breaks depend on the chapter's name. Without ruff, they stay as written."""
+    import subprocess
+    import sys
+
+    ruff = Path(sys.executable).with_name("ruff")
+    if ruff.exists():
+        subprocess.run([ruff, "format", "--quiet", "--no-cache", *paths], cwd=root, check=True)
 
 
 def main(argv: list[str] | None = None) -> int:
