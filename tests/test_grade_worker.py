@@ -17,6 +17,8 @@ for line in sys.stdin:
     print(json.dumps({"ok": request["student"] != "bad"}), flush=True)
 """
 DIES = "import sys; sys.stdin.readline(); sys.exit(3)"
+# the request cannot even be written: standard input closed, then a file says so
+DEAF = "import os, sys, time; os.close(0); open(sys.argv[1] + '/deaf', 'w').close(); time.sleep(60)"
 HANGS = "import sys, time; sys.stdin.readline(); time.sleep(600)"
 
 
@@ -44,6 +46,15 @@ def test_a_worker_that_dies_is_a_failure_and_is_started_again(tmp_path):
     assert worker.grade("ada", tmp_path / "log", timeout=30) == 1
     assert worker.process is None
     assert worker.grade("bob", tmp_path / "log", timeout=30) == 1 and worker.starts == 2
+
+
+def test_a_worker_that_takes_no_request_is_a_failure_and_is_stopped(tmp_path):
+    worker = _worker(tmp_path, DEAF)
+    process = worker._start()
+    while not (tmp_path / "deaf").exists():
+        time.sleep(0.05)
+    assert worker.grade("ada", tmp_path / "log", timeout=30) == 1
+    assert process.poll() == -9 and worker.process is None
 
 
 def test_a_worker_past_its_time_is_stopped(tmp_path):

@@ -60,21 +60,26 @@ class Worker:
         when stopped at ``timeout``."""
         process = self._start()
         request = {"student": student, "notebook": notebook, "log": str(log)}
+        reply, late = "", False
         try:
             process.stdin.write(json.dumps(request) + "\n")
             process.stdin.flush()
-            ready = select.select([process.stdout], [], [], timeout)[0]
-            reply = process.stdout.readline() if ready else ""
-        except OSError:
-            reply = ""
+            late = not select.select([process.stdout], [], [], timeout)[0]
+            reply = "" if late else process.stdout.readline()
+        except OSError:  # the worker had died: nothing could be sent
+            pass
         if not reply:  # past its time, or the worker itself died: stop it and its kernels
             self.stop()
-            return -9 if not ready else 1
+            return -9 if late else 1
         return 0 if json.loads(reply).get("ok") else 1
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, 9)
+        """Kill the worker's process group (the worker, its kernels, its guard template)."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, 9)
+            except ProcessLookupError:  # the worker and all it started have gone
+                pass
             self.process.wait()
         self.process = None
 
