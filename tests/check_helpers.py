@@ -3,9 +3,11 @@
 import ast
 import re
 import string
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES
@@ -42,6 +44,20 @@ def assert_names_bug(
     if diagnosis is not None:
         assert diagnosis in str(failure), str(failure)
     return failure
+
+
+def cpu_seconds_on_one_thread(check, *args) -> tuple[float, int]:
+    """(CPU seconds of ``check(*args)`` run on one torch thread, the thread count it left). With a
+    thread per core, CPU time also counts threads spinning while other tests share the cores: a
+    0.1 s check read 1.6 s under pytest-xdist in CI (2026-11-28)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.process_time()
+        check(*args)
+        return time.process_time() - start, torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def unusual_right_answers(module) -> list:
