@@ -100,7 +100,6 @@ class Run:
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=self.state_dir))
         self.quiet = quiet
         self.lock = threading.Lock()
-        self.processes: dict[Path, Worker] = {}  # one long-lived nbgrader per folder
 
     # -- setup
     def template(self) -> Path:
@@ -190,8 +189,8 @@ class Run:
         return text
 
     # -- one student
-    def grade_student(self, folder: Path, student: str, limits: dict, tick) -> Outcome:
-        out = Outcome(student)
+    def grade_student(self, worker: Worker, student: str, limits: dict, tick) -> Outcome:
+        folder, out = worker.folder, Outcome(student)
         start = time.perf_counter()
         sub = folder / "submitted"
         if sub.exists():
@@ -212,10 +211,10 @@ class Run:
         flag = threading.Event()
         watcher = threading.Thread(target=watch, args=(flag,), daemon=True)
         watcher.start()
-        status = self.processes[folder].grade(student, log, timeout=backstop)
+        status = worker.grade(student, log, timeout=backstop)
         if status:  # a kernel died (or nbgrader was stopped): each notebook on its own
             for notebook in self.submitted_notebooks(student):
-                failed = self.processes[folder].grade(student, log, backstop, notebook)
+                failed = worker.grade(student, log, backstop, notebook)
                 if failed:
                     out.crashed.append(notebook)
         flag.set()
@@ -340,22 +339,20 @@ class Run:
             f"last run), {len(self.notebooks)} notebooks each, {self.workers} workers; each cell may "
             f"take {FACTOR}x the solution's time, at least {MIN_LIMIT} s"
         )
-        folders = []
+        limits_file = self.scratch / "limits.json"
+        limits_file.write_text(json.dumps(limits), encoding="utf-8")
+        workers = []  # one long-lived nbgrader each, in a scratch course of its own
         for i in range(max(1, min(self.workers, len(todo)))):
             folder = self.scratch / f"worker{i}"
             (folder / "source").mkdir(parents=True)
             (folder / "source" / self.assignment).symlink_to(self.source)
             shutil.copy(self.scratch / "clean.db", folder / "gradebook.db")
-            limits_file = self.scratch / "limits.json"
-            limits_file.write_text(json.dumps(limits), encoding="utf-8")
             (folder / "nbgrader_config.py").write_text(
                 worker_config(self.course, folder, limits_file), encoding="utf-8"
             )
-            folders.append(folder)
-            self.processes[folder] = Worker(
-                folder, self.assignment, nbgrader_env(), self.scratch / f"worker{i}.log"
-            )
-        free = list(folders)
+            log = self.scratch / f"worker{i}.log"
+            workers.append(Worker(folder, self.assignment, nbgrader_env(), log))
+        free = list(workers)
         outcomes: list[Outcome] = []
         start = time.perf_counter()
         bar = tqdm(
@@ -368,12 +365,12 @@ class Run:
 
         def one(student: str) -> Outcome:
             with self.lock:
-                folder = free.pop()
+                worker = free.pop()
             try:
-                outcome = self.grade_student(folder, student, limits, bar.update)
+                outcome = self.grade_student(worker, student, limits, bar.update)
             finally:
                 with self.lock:
-                    free.append(folder)
+                    free.append(worker)
             with self.lock:
                 if not outcome.crashed:
                     state["students"][student] = hashes[student]
@@ -381,10 +378,10 @@ class Run:
             return outcome
 
         try:
-            with ThreadPoolExecutor(len(folders)) as pool:
+            with ThreadPoolExecutor(len(workers)) as pool:
                 outcomes = list(pool.map(one, todo))
         finally:
-            for worker in self.processes.values():
+            for worker in workers:
                 worker.stop()
         bar.close()
         seconds = time.perf_counter() - start
@@ -393,12 +390,12 @@ class Run:
             "db": self.db,
             "graded": todo,
             "skipped": skipped,
-            "workers": len(folders),
+            "workers": len(workers),
             "seconds": round(seconds, 1),
             "limits": {"factor": FACTOR, "minimum": MIN_LIMIT, "default": limits["default"]},
             "problems": {o.student: o.problems for o in outcomes if o.problems},
             "crashed": {o.student: o.crashed for o in outcomes if o.crashed},
-            "nbgrader_processes": sum(w.starts for w in self.processes.values()),
+            "nbgrader_processes": sum(w.starts for w in workers),
             "student_seconds": {o.student: round(o.seconds, 1) for o in outcomes},
         }
         (self.state_dir / f"last-run-{self.assignment}.json").write_text(

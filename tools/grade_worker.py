@@ -12,8 +12,9 @@ folder's ``nbgrader_config.py`` with those arguments, then started per student.
 
 The conversation, one JSON line each way: the run sends ``{"student": ..., "notebook": ...,
 "log": path}`` on the worker's standard input (``"notebook": "*"``: all of them, as without
-``--notebook``); the worker appends nbgrader's log for it to ``path`` and answers ``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its
-standard output. Everything else the worker or its kernels print goes to its standard error.
+``--notebook``); the worker appends nbgrader's log for it to ``path`` and answers
+``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its standard
+output. Everything else the worker or its kernels print goes to its standard error.
 
     python -m tools.grade_worker FOLDER ASSIGNMENT     (started by tools/grade.py)
 """
