@@ -1,0 +1,647 @@
+"""The wire between the judge (the process that runs the checks) and the student process (the one
+that runs the notebook): how values cross it, and how the two copies of a shared object are kept
+alike. Standard library and torch only: the student process loads this file inside its sandbox.
+
+What crosses is plain data: ``None``, exact ``bool``/``int``/``float``/``str``/``bytes``, tuples,
+lists, dicts, sets, dtypes, devices, and tensors as their bytes (a subclass arrives as a plain
+``torch.Tensor``, an ``nn.Parameter`` as a parameter). Everything is tagged nested tuples and lists
+pickled with protocol 5; the judge unpickles what the student process sends with an unpickler that
+refuses every global (:func:`loads_plain`), so no student class or function is ever built there.
+
+Shared objects are *pairs*: a tensor, or an instance of a trusted class (torch's modules and
+optimizers, the course's exported classes), has a copy on each side under one pair id (even ids
+made by the judge, odd ones by the student process). Before each request a side sends the pairs it
+changed (:meth:`Codec.changes`: a tensor's version counter, gradient and flags; an object's
+attributes, by identity), the other side applies them (:meth:`Codec.apply`). Anything else is
+``foreign``: the judge names the student's objects by handle, the student process names the
+judge's callables by a callback number (``judge.py``, ``student.py``).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib
+import io
+import pickle
+import struct
+import sys
+import types
+import weakref
+
+import torch
+import torch.overrides
+from torch import nn
+
+PLAIN = (bool, int, float, str, bytes)
+TRUSTED = ("torch", "course_utils")  # modules whose classes may be rebuilt from plain state
+MAX_MESSAGE = 1 << 31
+MAX_DEPTH = 64
+_LENGTH = struct.Struct("!Q")
+
+
+class WireError(Exception):
+    """A message that does not follow the protocol (a side that lies, or a bug)."""
+
+
+# ----------------------------------------------------------------------------- framing
+class _Refusing(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise WireError(f"the message names {module}.{name}: only plain data may cross")
+
+
+def loads_plain(data: bytes):
+    """Unpickle nested tuples, lists, dicts and plain values, refusing every class and function."""
+    return _Refusing(io.BytesIO(data)).load()
+
+
+def send(sock, message) -> None:
+    data = pickle.dumps(message, protocol=5)
+    sock.sendall(_LENGTH.pack(len(data)) + data)
+
+
+def receive(sock, plain: bool):
+    """One message; ``plain``: from the other side that must not make us build anything."""
+    head = _exactly(sock, _LENGTH.size)
+    (size,) = _LENGTH.unpack(head)
+    if size > MAX_MESSAGE:
+        raise WireError(f"a message of {size} bytes")
+    data = _exactly(sock, size)
+    return loads_plain(data) if plain else pickle.loads(data)
+
+
+def _exactly(sock, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 22))
+        if not chunk:
+            raise EOFError("the other side closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+# ----------------------------------------------------------------------------- torch's privates
+# tools/'s one home of torch's private API (tests/test_house.py), each name with a fallback that
+# tests/test_sandbox.py exercises with the name taken away.
+VERSION, NO_FUNCTION = "_version", "DisableTorchFunction"
+STACK, POP, PUSH = (
+    "_get_current_function_mode_stack",
+    "_pop_torch_function_stack",
+    "_push_on_torch_function_stack",
+)
+
+
+def version(t: torch.Tensor) -> int:
+    """The tensor's version counter, bumped by every in-place change (private ``_version``;
+    without it: a digest of its values, which sees every change that alters them)."""
+    counter = getattr(t, VERSION, None)
+    if counter is not None:
+        return counter
+    with torch.no_grad():
+        return hash(tensor_state(t)[2]) if t.device.type != "meta" else 0
+
+
+def no_torch_function():
+    """A block where no torch function mode and no tensor subclass's ``__torch_function__`` acts
+    (private ``torch._C.DisableTorchFunction``; without it: a block that disables nothing)."""
+    disable = getattr(torch._C, NO_FUNCTION, None)
+    return disable() if disable is not None else contextlib.nullcontext()
+
+
+def modes_in_effect() -> bool:
+    """Whether a torch function mode is in effect (private stack function of torch.overrides;
+    without it: assumed, so that what the modes would see is always recorded)."""
+    stack = getattr(torch.overrides, STACK, None)
+    return True if stack is None else bool(stack())
+
+
+@contextlib.contextmanager
+def mode_below(mode):
+    """``mode`` pushed *under* the torch function modes in effect, for the block (private stack
+    functions of torch.overrides and torch._C; without them: pushed on top)."""
+    stack = getattr(torch.overrides, STACK, None)
+    pop, push = getattr(torch._C, POP, None), getattr(torch._C, PUSH, None)
+    if stack is None or pop is None or push is None:
+        with mode:
+            yield
+        return
+    above = [pop() for _ in range(len(stack()))][::-1]
+    push(mode)
+    try:
+        for m in above:
+            push(m)
+        yield
+    finally:
+        for _ in above:
+            pop()
+        pop()
+        for m in above:
+            push(m)
+
+
+# ----------------------------------------------------------------------------- tensors
+
+
+def tensor_state(t: torch.Tensor) -> tuple:
+    """(dtype, shape, bytes, requires_grad, is a Parameter): the values, never the subclass."""
+    with torch.no_grad(), no_torch_function():
+        data = torch.Tensor.detach(t)
+        if type(data) is not torch.Tensor:
+            data = data.as_subclass(torch.Tensor)
+        if data.device.type == "meta":
+            raw = None
+        else:
+            data = data.cpu().contiguous().resolve_conj().resolve_neg()
+            raw = data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b""
+    dtype = str(t.dtype).removeprefix("torch.")
+    return (
+        dtype,
+        tuple(int(s) for s in t.shape),
+        raw,
+        bool(t.requires_grad),
+        isinstance(t, nn.Parameter),
+    )
+
+
+def tensor_from_state(state) -> torch.Tensor:
+    dtype_name, shape, raw, requires_grad, parameter = state
+    dtype = getattr(torch, str(dtype_name), None)
+    if not isinstance(dtype, torch.dtype) or not all(type(s) is int and s >= 0 for s in shape):
+        raise WireError(f"not a tensor: {dtype_name!r} {shape!r}")
+    if raw is None:
+        t = torch.empty(shape, dtype=dtype, device="meta")
+    else:
+        count = 1
+        for s in shape:
+            count *= s
+        if len(raw) != count * torch.empty((), dtype=dtype).element_size():
+            raise WireError("a tensor's bytes do not match its shape")
+        flat = (
+            torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+            if raw
+            else torch.empty(0, dtype=torch.uint8)
+        )
+        t = flat.view(dtype).reshape(shape) if raw else torch.empty(shape, dtype=dtype)
+    if parameter:
+        return nn.Parameter(t, requires_grad=bool(requires_grad))
+    return (
+        t.requires_grad_(True) if requires_grad and (t.is_floating_point() or t.is_complex()) else t
+    )
+
+
+def storage(t: torch.Tensor) -> int:
+    """The address of the memory ``t`` is a view of (0: none)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def whole(t: torch.Tensor) -> bool:
+    """Whether ``t`` lays out all of its memory, in order, from its start (as a copy of it would)."""
+    try:
+        size = t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return t.is_contiguous() and t.storage_offset() == 0 and t.numel() * t.element_size() == size
+
+
+def _tensor_sig(t: torch.Tensor) -> tuple:
+    grad = t.grad if t.is_leaf else None
+    ptr = t.data_ptr() if t.device.type != "meta" else 0
+    return (
+        version(t),
+        t.requires_grad,
+        t.dtype,
+        tuple(t.shape),
+        ptr,
+        id(grad) if grad is not None else 0,
+        version(grad) if grad is not None else -1,
+    )
+
+
+def _sig(value, depth: int = 0):
+    """What identifies an object's attributes: plain values by value, everything else by identity."""
+    kind = type(value)
+    if value is None or kind in PLAIN or kind is complex:
+        return (kind, value)
+    if depth > 6:
+        return ("@", id(value))
+    if kind in (tuple, list):
+        return (kind, tuple(_sig(v, depth + 1) for v in value))
+    if kind in (dict, collections.OrderedDict, collections.defaultdict):
+        return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in value.items()))
+    if kind in (set, frozenset):
+        return (kind, tuple(sorted(repr(_sig(v, depth + 1)) for v in value)))
+    return ("@", id(value))
+
+
+# ----------------------------------------------------------------------------- the codec
+class Codec:
+    """One side's half of the wire: its pairs, and how it encodes and decodes values.
+
+    Subclasses say what is foreign (:meth:`encode_foreign`, :meth:`decode_foreign`), which objects
+    cross by value (:meth:`by_value`), and how a class named by the other side is found
+    (:meth:`find_class`)."""
+
+    first_pair = 0  # 0 for the judge (even pair ids), 1 for the student process (odd)
+
+    def __init__(self) -> None:
+        self.objects: dict[int, object] = {}  # pair id -> object (or a weakref to it)
+        self.pair_of: dict[int, int] = {}  # id(object) -> pair id
+        self.homes: dict[int, bool] = {}  # pair id -> made on this side
+        self.sigs: dict[int, tuple] = {}
+        self.released: list[int] = []
+        self._next = self.first_pair
+        self.containers: list = []  # the lists, dicts and sets of the message being coded
+
+    # -- pairs
+    def _keep(self, obj, pair: int, home: bool) -> None:
+        self.objects[pair], self.pair_of[id(obj)], self.homes[pair] = obj, pair, home
+
+    def get(self, pair: int):
+        return self.objects.get(pair)
+
+    def forget(self, pairs) -> None:
+        for pair in pairs:
+            obj = self.get(pair)
+            self.objects.pop(pair, None)
+            self.homes.pop(pair, None)
+            self.sigs.pop(pair, None)
+            if obj is not None and self.pair_of.get(id(obj)) == pair:
+                del self.pair_of[id(obj)]
+
+    def clear(self) -> None:
+        self.forget(list(self.objects))
+        self.released.clear()
+
+    def _new_pair(self, obj) -> int:
+        pair, self._next = self._next, self._next + 2
+        self._keep(obj, pair, True)
+        return pair
+
+    def pair(self, obj) -> int | None:
+        pair = self.pair_of.get(id(obj))
+        return pair if pair is not None and self.get(pair) is obj else None
+
+    # -- hooks
+    def encode_foreign(self, obj):
+        raise WireError(f"{type(obj).__name__} cannot cross")
+
+    def decode_foreign(self, tree):
+        raise WireError(f"unknown tag {tree[0]!r}")
+
+    def by_value(self, obj) -> bool:
+        return False
+
+    def find_class(self, ref):
+        raise WireError(f"no class {ref!r}")
+
+    def accept(self, obj, attrs: dict) -> None:
+        """Called before another side's attributes replace those of ``obj`` (may refuse)."""
+
+    # -- encoding
+    def encode(self, value, depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise WireError("a value nested too deeply")
+        kind = type(value)
+        if value is None or kind in PLAIN:
+            return value
+        enc = self.encode
+        if kind is tuple:
+            return ("T", [enc(v, depth + 1) for v in value])
+        if kind is list or kind is set or kind is frozenset:
+            self.containers.append(value)
+            tag = {list: "L", set: "S", frozenset: "F"}[kind]
+            return (tag, [enc(v, depth + 1) for v in value])
+        if kind in (dict, collections.OrderedDict, collections.defaultdict):
+            self.containers.append(value)
+            factory = (
+                enc(value.default_factory, depth + 1) if kind is collections.defaultdict else None
+            )
+            items = [(enc(k, depth + 1), enc(v, depth + 1)) for k, v in value.items()]
+            return ("D", kind.__name__, items, factory)
+        if isinstance(value, torch.Tensor):
+            return self._encode_tensor(value)
+        if kind is torch.Generator:
+            pair = self.pair(value)
+            if pair is not None:
+                return ("g", pair, None)
+            pair = self._new_pair(value)
+            self.sigs[pair] = self._sig_of(value)
+            return ("g", pair, value.get_state().numpy().tobytes())
+        if kind is torch.dtype:
+            return ("dt", str(value).removeprefix("torch."))
+        if kind is torch.device:
+            return ("dv", str(value))
+        if kind is torch.Size:
+            return ("sz", [int(s) for s in value])
+        if kind in (torch.memory_format, torch.layout):
+            return ("tm", str(value).removeprefix("torch."))
+        if kind is complex:
+            return ("j", value.real, value.imag)
+        if kind is slice:
+            return ("sl", [enc(value.start), enc(value.stop), enc(value.step)])
+        if kind is range:
+            return ("r", value.start, value.stop, value.step)
+        if value is Ellipsis:
+            return ("e",)
+        if kind is types.ModuleType:
+            return ("m", value.__name__)
+        return self.encode_other(value, depth)
+
+    def encode_other(self, value, depth: int):
+        """Classes, functions, objects by value, then what the subclass calls foreign."""
+        if isinstance(value, type) and self.nameable(value):
+            return ("c", *class_ref(value))
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType)) and self.nameable(
+            value
+        ):
+            return ("f", value.__module__, value.__qualname__)
+        if isinstance(value, tuple) and self.nameable(
+            type(value)
+        ):  # torch.return_types, named tuples
+            return ("nt", *class_ref(type(value)), [self.encode(v, depth + 1) for v in value])
+        if self.by_value(value):
+            pair = self.pair(value)
+            if pair is not None:
+                return ("o", pair, None)
+            pair = self._new_pair(value)
+            self.sigs[pair] = self._sig_of(value)
+            return ("o", pair, (class_ref(type(value)), self._encode_attrs(value, depth)))
+        return self.encode_foreign(value)
+
+    def nameable(self, obj) -> bool:
+        """Whether the other side can find ``obj`` (a class or function) by its module and name."""
+        module = getattr(obj, "__module__", None) or ""
+        if not module.startswith((*TRUSTED, "builtins", "collections", "math", "operator")):
+            return False
+        try:
+            return resolve(module, obj.__qualname__) is obj
+        except Exception:  # noqa: BLE001 - not found where it says it lives
+            return False
+
+    def _encode_attrs(self, obj, depth: int):
+        outer, self.containers = self.containers, []  # an object's own lists are not the call's
+        try:
+            return [(k, self.encode(v, depth + 1)) for k, v in vars(obj).items()]
+        finally:
+            self.containers = outer
+
+    def _encode_tensor(self, t: torch.Tensor):
+        pair = self.pair(t)
+        if pair is not None:
+            return ("t", pair, None)
+        pair = self._new_pair(t)
+        self.sigs[pair] = _tensor_sig(t)
+        return ("t", pair, self._tensor_payload(t))
+
+    def _tensor_payload(self, t: torch.Tensor):
+        """(values, gradient, computed with gradients, view of another pair or None)."""
+        grad = t.grad if t.is_leaf else None
+        state = tensor_state(t)
+        return (state, None if grad is None else tensor_state(grad), t.grad_fn is not None, None)
+
+    # -- decoding
+    def decode(self, tree, depth: int = 0):
+        if depth > MAX_DEPTH:
+            raise WireError("a value nested too deeply")
+        if tree is None or type(tree) in PLAIN:
+            return tree
+        if type(tree) is not tuple or not tree or type(tree[0]) is not str:
+            raise WireError(f"not a tagged value: {type(tree).__name__}")
+        tag, dec = tree[0], self.decode
+        if tag == "T":
+            return tuple(dec(v, depth + 1) for v in _list(tree[1]))
+        if tag in ("L", "S", "F"):
+            items = [dec(v, depth + 1) for v in _list(tree[1])]
+            made = {"L": list, "S": set, "F": frozenset}[tag](items)
+            self.containers.append(made)
+            return made
+        if tag == "D":
+            kind = {"dict": dict, "OrderedDict": collections.OrderedDict}.get(tree[1])
+            items = [(dec(k, depth + 1), dec(v, depth + 1)) for k, v in _list(tree[2])]
+            if tree[1] == "defaultdict":
+                made = collections.defaultdict(dec(tree[3], depth + 1), items)
+            elif kind is None:
+                raise WireError(f"no dict kind {tree[1]!r}")
+            else:
+                made = kind(items)
+            self.containers.append(made)
+            return made
+        if tag == "t":
+            return self._decode_tensor(tree)
+        if tag == "g":
+            return self._decode_generator(tree)
+        if tag == "o":
+            return self._decode_object(tree, depth)
+        simple = _SIMPLE.get(tag)
+        if simple is not None:
+            return simple(self, tree)
+        if tag == "c":
+            return self.find_class(tree[1:])
+        if tag == "f":
+            return self.find_function(tree[1], tree[2])
+        if tag == "nt":
+            cls = self.find_class(tree[1:4])
+            items = [dec(v, depth + 1) for v in _list(tree[4])]
+            return cls._make(items) if hasattr(cls, "_make") else cls(items)
+        return self.decode_foreign(tree)
+
+    def find_function(self, module: str, qualname: str):
+        raise WireError(f"no function {module}.{qualname}")
+
+    def find_module(self, name: str):
+        raise WireError(f"no module {name}")
+
+    def _decode_tensor(self, tree):
+        _, pair, payload = tree
+        known = self.get(pair)
+        if payload is None:
+            if not isinstance(known, torch.Tensor):
+                raise WireError(f"no tensor {pair}")
+            return known
+        t = self._tensor_from(payload)
+        if isinstance(known, torch.Tensor):
+            shared = payload[3] is not None and storage(t) != storage(known)
+            self._update_tensor(known, t, shared)
+            return known
+        self._keep(t, pair, False)
+        self.sigs[pair] = _tensor_sig(t)
+        return t
+
+    def _tensor_from(self, payload):
+        state, grad, graph, view = payload
+        t = tensor_from_state(state)
+        if view is not None:  # the same memory as a tensor this side has: so it stays
+            base_pair, offset, shape, stride = view
+            base = self.get(base_pair)
+            if isinstance(base, torch.Tensor) and base.dtype == t.dtype:
+                try:
+                    shared = base.detach().as_strided(tuple(shape), tuple(stride), int(offset))
+                except (RuntimeError, TypeError, ValueError):
+                    shared = None
+                if shared is not None and tuple(shared.shape) == tuple(t.shape):
+                    if isinstance(t, nn.Parameter):
+                        t = nn.Parameter(shared, requires_grad=t.requires_grad)
+                    else:
+                        t = shared.requires_grad_(t.requires_grad) if t.requires_grad else shared
+        if grad is not None and t.is_leaf:
+            t.grad = tensor_from_state(grad).detach()
+        return t
+
+    def _decode_generator(self, tree):
+        _, pair, state = tree
+        known = self.get(pair)
+        if state is None:
+            if type(known) is not torch.Generator:
+                raise WireError(f"no generator {pair}")
+            return known
+        g = known if type(known) is torch.Generator else torch.Generator()
+        g.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8).clone())
+        if known is None:
+            self._keep(g, pair, False)
+        self.sigs[pair] = self._sig_of(g)
+        return g
+
+    def _decode_object(self, tree, depth: int):
+        _, pair, payload = tree
+        known = self.get(pair)
+        if payload is None:
+            if known is None:
+                raise WireError(f"no object {pair}")
+            return known
+        ref, attrs = payload
+        if known is None:
+            cls = self.find_class(ref)
+            known = cls.__new__(cls)
+            self._keep(known, pair, False)
+            self._set_attrs(known, attrs, depth)
+        else:
+            self._set_attrs(known, attrs, depth)
+        self.sigs[pair] = self._sig_of(known)
+        return known
+
+    def _set_attrs(self, obj, attrs, depth: int) -> None:
+        outer, self.containers = self.containers, []
+        try:
+            decoded = {str(k): self.decode(v, depth + 1) for k, v in _list(attrs)}
+        finally:
+            self.containers = outer
+        self.accept(obj, decoded)
+        state = vars(obj)
+        state.clear()
+        state.update(decoded)
+
+    def _update_tensor(self, t: torch.Tensor, new: torch.Tensor, shared: bool = False) -> None:
+        with torch.no_grad():
+            if shared:  # now a view of another pair's memory, as on the other side
+                t.data = new.detach()
+            elif t.shape == new.shape and t.dtype == new.dtype:
+                if not torch.equal(t.detach(), new.detach()) or t.is_complex():
+                    t.detach().copy_(new.detach())
+            else:
+                t.data = new.detach()
+        if t.is_leaf:
+            if t.requires_grad != new.requires_grad and (t.is_floating_point() or t.is_complex()):
+                t.requires_grad_(new.requires_grad)
+            t.grad = new.grad
+
+    # -- changes
+    def _sig_of(self, obj):
+        if isinstance(obj, torch.Tensor):
+            return _tensor_sig(obj)
+        if type(obj) is torch.Generator:
+            return obj.get_state().numpy().tobytes()
+        return _sig(vars(obj))
+
+    def live(self):
+        """(pair, object) of every pair still alive on this side."""
+        return [(p, o) for p, o in list(self.objects.items()) if o is not None]
+
+    def changes(self) -> list:
+        """The pairs changed on this side since they last crossed, encoded."""
+        found = []
+        for pair, obj in self.live():
+            if self.sigs.get(pair) == self._sig_of(obj):
+                continue
+            if isinstance(obj, torch.Tensor):
+                found.append(("t", pair, self._tensor_payload(obj)))
+            elif type(obj) is torch.Generator:
+                found.append(("g", pair, obj.get_state().numpy().tobytes()))
+            else:
+                found.append(("o", pair, (class_ref(type(obj)), self._encode_attrs(obj, 0))))
+            self.sigs[pair] = self._sig_of(obj)
+        return found
+
+    def apply(self, changes) -> None:
+        """Apply the other side's changes (to pairs this side has; one it let go is skipped)."""
+        alive = self.live()  # held while the changes replace attributes that held them
+        for tree in _list(changes):
+            if type(tree) is not tuple or len(tree) != 3 or type(tree[1]) is not int:
+                raise WireError("a change that is not one")
+            if self.get(tree[1]) is not None:
+                self.decode(tree)
+        del alive
+        for pair, obj in self.live():  # what was decoded into them is not a change of ours
+            self.sigs[pair] = self._sig_of(obj)
+
+
+def _list(value) -> list:
+    if type(value) is not list:
+        raise WireError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _dtype(codec, tree):
+    dtype = getattr(torch, str(tree[1]), None)
+    if not isinstance(dtype, torch.dtype):
+        raise WireError(f"no dtype {tree[1]!r}")
+    return dtype
+
+
+def _memory(codec, tree):
+    value = getattr(torch, str(tree[1]), None)
+    if type(value) not in (torch.memory_format, torch.layout):
+        raise WireError(f"no layout {tree[1]!r}")
+    return value
+
+
+_SIMPLE = {
+    "dt": _dtype,
+    "dv": lambda codec, tree: torch.device(str(tree[1])),
+    "sz": lambda codec, tree: torch.Size([int(s) for s in _list(tree[1])]),
+    "tm": _memory,
+    "j": lambda codec, tree: complex(float(tree[1]), float(tree[2])),
+    "sl": lambda codec, tree: slice(*(codec.decode(v) for v in _list(tree[1])[:3])),
+    "r": lambda codec, tree: range(int(tree[1]), int(tree[2]), int(tree[3])),
+    "e": lambda codec, tree: Ellipsis,
+    "m": lambda codec, tree: codec.find_module(str(tree[1])),
+}
+
+
+def class_ref(cls: type) -> tuple:
+    """(module, qualname, the same for each class of its MRO): enough to find it or stand in for it."""
+    mro = [(getattr(k, "__module__", ""), getattr(k, "__qualname__", "")) for k in cls.__mro__[1:]]
+    return (cls.__module__, cls.__qualname__, mro)
+
+
+def resolve(module: str, qualname: str):
+    """The object ``module.qualname`` names, from an already imported module or one of torch's."""
+    found = sys.modules.get(module)
+    if found is None:
+        if not module.startswith("torch"):
+            raise LookupError(module)
+        found = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def weak(obj):
+    """A weak reference to ``obj``, or ``obj`` itself when it cannot be weakly referenced."""
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
