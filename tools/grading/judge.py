@@ -146,6 +146,8 @@ class JudgeCodec(wire.Codec):
         self.released_handles: list[int] = []
         self.local: list | None = None
         self.pins: dict[int, int] = {}  # pairs an autograd graph of the judge still needs
+        self.aliases: dict[int, object] = {}  # pair -> the record's tensor it is
+        self.updates: list = []  # (record tensor, its values from here on)
 
     def pin(self, pair: int) -> _Pin:
         self.pins[pair] = self.pins.get(pair, 0) + 1
@@ -213,9 +215,11 @@ class JudgeCodec(wire.Codec):
             index, payload = int(tree[1]), tree[2]
             if payload is None:
                 return self.local[index]
-            if index != len(self.local):
-                raise wire.WireError("a record's tensors out of order")
-            self.local.append(wire.tensor_from_state(payload[0]))
+            value = wire.tensor_from_state(payload[0])
+            if index == len(self.local):
+                self.local.append(value)
+            else:  # changed in place since: its new values, put in when the record gets there
+                self.updates.append((self.local[index], value))
             return self.local[index]
         raise wire.WireError(f"unknown value {tag!r}")
 
@@ -321,6 +325,12 @@ class JudgeCodec(wire.Codec):
 
     def _decode_tensor(self, tree):
         _, pair, payload = tree
+        if payload is not None and self.get(pair) is None and pair in self.aliases:
+            if payload[2] in (None, False):  # the same tensor the record showed the modes
+                t = self.aliases[pair]
+                self._keep(t, pair, False)
+                self.sigs[pair] = wire._tensor_sig(t)
+                return t
         if payload is None or self.get(pair) is not None or payload[2] in (None, False):
             return super()._decode_tensor(tree)
         state, grad, graph, _ = payload

@@ -57,8 +57,9 @@ class Session:
         codec = self.codec
         codec.containers = []
         try:
-            changes = codec.changes()
-            payload = codec.encode(args)
+            with wire.no_torch_function():
+                changes = codec.changes()
+                payload = codec.encode(args)
         except wire.WireError as exc:
             raise StudentError(f"the check's value cannot be given to your code: {exc}") from None
         containers, codec.containers = codec.containers, []
@@ -81,26 +82,35 @@ class Session:
 
     def _finish(self, kind, reply, containers):
         status, result, changes, env, back, extra = reply
-        codec = self.codec
+        codec, calls, value = self.codec, [], None
+        outside = wire.no_torch_function()  # the check's modes see the record, not this coding
+        outside.__enter__()
         try:
+            if type(extra) is not dict:
+                raise wire.WireError("no extra")
+            codec.local = []  # the record's own tensors; the result may be one of them
+            calls = self._calls(extra["record"]) if "record" in extra else []
+            aliases = extra.get("aliases", [])
+            codec.aliases = {int(p): codec.local[int(i)] for p, i in wire._list(aliases)}
             codec.apply(changes)
             if type(env) is dict and env.get("rng") is not None:
-                torch.set_rng_state(
-                    torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone()
-                )
+                rng = torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone()
+                torch.set_rng_state(rng)
                 self._rng = env["rng"]
             for container, tree in zip(containers, wire._list(back)):
                 _refill(container, codec.decode(tree))
-            if type(extra) is not dict:
-                raise wire.WireError("no extra")
             self.seen += [str(s) for s in wire._list(extra.get("seen", []))]
             self.attempts += [str(s) for s in wire._list(extra.get("attempts", []))]
-            if "record" in extra:
-                self.replay(extra["record"])
             if status == "ok":
-                return codec.decode(result)
-        except wire.WireError as exc:
+                value = codec.decode(result)
+        except (wire.WireError, IndexError, TypeError, ValueError) as exc:
             raise StudentError(str(exc)) from None
+        finally:
+            codec.local, codec.aliases = None, {}
+            outside.__exit__(None, None, None)
+        self.replay(calls)
+        if status == "ok":
+            return value
         if status == "err":
             raise _mapped(result, kind)
         if status == "timeout":
@@ -147,31 +157,43 @@ class Session:
             value, status = f"{type(exc).__name__}: {exc}", "err"
         wire.send(self.sock, ("cbret", status, value, codec.changes()))
 
-    def replay(self, record) -> None:
+    def _calls(self, record) -> list:
+        """The recorded torch calls, decoded (into ``codec.local`` for their own tensors), each with
+        the changes in place its tensors had before it and after it."""
+        calls, codec = [], self.codec
+        for entry in wire._list(record):
+            ref, args, kwargs, result, raised = entry
+            codec.updates = []
+            args, kwargs = codec.decode(args), codec.decode(kwargs)
+            before, codec.updates = codec.updates, []
+            result = codec.decode(result)
+            after, codec.updates = codec.updates, []
+            calls.append(
+                (
+                    None if raised else _function(ref),
+                    tuple(ref),
+                    args,
+                    kwargs,
+                    result,
+                    before,
+                    after,
+                )
+            )
+        return calls
+
+    def replay(self, calls) -> None:
         """Play the torch calls the student's code made through the check's modes: each returns
         what it returned there (a mode that raises, raises here as from the call)."""
-        codec = self.codec
-        codec.local = []
-        try:
-            calls = []
-            for entry in wire._list(record):
-                ref, args, kwargs, result, raised = entry
-                args, kwargs, result = (
-                    codec.decode(args),
-                    codec.decode(kwargs),
-                    codec.decode(result),
-                )
-                if not raised:
-                    calls.append((_function(ref), ref, args, kwargs, result))
-        finally:
-            codec.local = None
+        if not calls:
+            return
         bottom = Replay()
         with wire.mode_below(bottom):
-            for func, ref, args, kwargs, result in calls:
-                if func is None:
-                    continue
-                bottom.ref, bottom.result, bottom.pending = ref, result, True
-                func(*args, **kwargs)
+            for func, ref, args, kwargs, result, before, after in calls:
+                _put(before)
+                if func is not None:
+                    bottom.ref, bottom.result, bottom.pending = ref, result, True
+                    func(*args, **kwargs)
+                _put(after)
 
     # -- whole cells and names
     def run_cell(self, source: str, seconds: float) -> None:
@@ -227,6 +249,16 @@ def _function(ref):
         if callable(found) and func_ref(found) == tuple(ref):
             return found
     return None
+
+
+def _put(updates) -> None:
+    """Give record tensors the values they had at that point of the student's code."""
+    with wire.no_torch_function(), torch.no_grad():
+        for t, value in updates:
+            if t.shape == value.shape and t.dtype == value.dtype:
+                t.copy_(value)
+            else:
+                t.data = value
 
 
 def _refill(container, new) -> None:

@@ -87,11 +87,15 @@ class StudentCodec(wire.Codec):
 
     def _encode_tensor(self, t):
         if self.local is not None and self.pair(t) is None:
-            key = (id(t), wire.version(t))
-            if key in self.local:
-                return ("rt", self.local[key][0], None)
-            self.local[key] = (len(self.local), t)
-            return ("rt", self.local[key][0], self._tensor_payload(t))
+            known = self.local.get(id(t))
+            if known is not None and known[1] is t:  # the same tensor: its values again if changed
+                index, _, seen = known
+                if seen == wire.version(t):
+                    return ("rt", index, None)
+                self.local[id(t)] = (index, t, wire.version(t))
+                return ("rt", index, (wire.tensor_state(t),))
+            self.local[id(t)] = (len(self.local), t, wire.version(t))
+            return ("rt", self.local[id(t)][0], (wire.tensor_state(t),))
         return super()._encode_tensor(t)
 
     def _tensor_payload(self, t):
@@ -212,7 +216,7 @@ class Recorder(TorchFunctionMode):
         self.codec, self.record, self.forbidden = codec, record, set(forbidden)
         self.calls: list = []
         self.seen: list[str] = []
-        self.memo: dict = {}  # the record's own tensors, by (id, version)
+        self.memo: dict = {}  # the record's own tensors: id -> (index, tensor, version sent)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -59,7 +59,7 @@ class Server:
         recorder = student.Recorder(codec, bool(env.get("record")), tuple(env.get("forbidden", ())))
         saved, outer = self._enter(env), codec.containers
         codec.containers = []
-        status, result, back = "ok", None, []
+        status, result, back, made = "ok", None, [], ()
         try:
             codec.apply(changes)
             args = codec.decode(payload)
@@ -70,8 +70,10 @@ class Server:
                     value = self.run(op, args)
             finally:
                 student.time_limit(0)
+            first = codec._next
             result = codec.encode(value)
             back = [codec.encode(_contents(c)) for c in containers]
+            made = range(first, codec._next, 2)
         except student.OpTimeout:
             status = "timeout"
         except wire.WireError as exc:
@@ -87,6 +89,7 @@ class Server:
         extra = {"seen": recorder.seen, "attempts": self.attempts[seen_attempts:]}
         if env.get("record"):
             extra["record"] = recorder.calls
+            extra["aliases"] = _aliases(codec, recorder.memo, made)
         return (status, result, out, self._leave(saved), back, extra)
 
     def run(self, op: str, args):
@@ -192,6 +195,16 @@ class Server:
         torch.set_grad_enabled(saved[0])
         torch.set_default_dtype(saved[1])
         return {"rng": rng} if rng != self._rng else {}
+
+
+def _aliases(codec, memo: dict, pairs) -> list:
+    """(pair, record index) of the new pairs that are tensors the record holds (the same object)."""
+    found = []
+    for pair in pairs:
+        t = codec.get(pair)
+        if isinstance(t, torch.Tensor) and id(t) in memo and memo[id(t)][1] is t:
+            found.append((pair, memo[id(t)][0]))
+    return found
 
 
 def _contents(container):

@@ -323,6 +323,9 @@ class Codec:
             items = [(enc(k, depth + 1), enc(v, depth + 1)) for k, v in value.items()]
             return ("D", kind.__name__, items, factory)
         if isinstance(value, torch.Tensor):
+            bias = sys.modules.get("torch.nn.attention.bias")
+            if bias is not None and type(value) is getattr(bias, "CausalBias", None):
+                return ("cbias", int(value.variant.value), value.seq_len_q, value.seq_len_kv)
             return self._encode_tensor(value)
         if kind is torch.Generator:
             pair = self.pair(value)
@@ -414,21 +417,10 @@ class Codec:
         tag, dec = tree[0], self.decode
         if tag == "T":
             return tuple(dec(v, depth + 1) for v in _list(tree[1]))
-        if tag in ("L", "S", "F"):
-            items = [dec(v, depth + 1) for v in _list(tree[1])]
-            made = {"L": list, "S": set, "F": frozenset}[tag](items)
-            self.containers.append(made)
-            return made
-        if tag == "D":
-            kind = {"dict": dict, "OrderedDict": collections.OrderedDict}.get(tree[1])
-            items = [(dec(k, depth + 1), dec(v, depth + 1)) for k, v in _list(tree[2])]
-            if tree[1] == "defaultdict":
-                made = collections.defaultdict(dec(tree[3], depth + 1), items)
-            elif kind is None:
-                raise WireError(f"no dict kind {tree[1]!r}")
-            else:
-                made = kind(items)
-            self.containers.append(made)
+        if tag in ("L", "S", "F", "D"):  # its place among the containers first, as when encoded
+            slot = len(self.containers)
+            self.containers.append(None)
+            self.containers[slot] = made = self._container(tree, depth)
             return made
         if tag == "t":
             return self._decode_tensor(tree)
@@ -448,6 +440,19 @@ class Codec:
             items = [dec(v, depth + 1) for v in _list(tree[4])]
             return cls._make(items) if hasattr(cls, "_make") else cls(items)
         return self.decode_foreign(tree)
+
+    def _container(self, tree, depth: int):
+        dec = self.decode
+        if tree[0] != "D":
+            items = [dec(v, depth + 1) for v in _list(tree[1])]
+            return {"L": list, "S": set, "F": frozenset}[tree[0]](items)
+        items = [(dec(k, depth + 1), dec(v, depth + 1)) for k, v in _list(tree[2])]
+        if tree[1] == "defaultdict":
+            return collections.defaultdict(dec(tree[3], depth + 1), items)
+        kind = {"dict": dict, "OrderedDict": collections.OrderedDict}.get(tree[1])
+        if kind is None:
+            raise WireError(f"no dict kind {tree[1]!r}")
+        return kind(items)
 
     def find_function(self, module: str, qualname: str):
         raise WireError(f"no function {module}.{qualname}")
@@ -608,7 +613,15 @@ def _memory(codec, tree):
     return value
 
 
+def _causal_bias(codec, tree):
+    """torch's device-free causal bias (``causal_lower_right``): rebuilt from its three numbers."""
+    from torch.nn.attention.bias import CausalBias, CausalVariant
+
+    return CausalBias(CausalVariant(int(tree[1])), int(tree[2]), int(tree[3]))
+
+
 _SIMPLE = {
+    "cbias": _causal_bias,
     "dt": _dtype,
     "dv": lambda codec, tree: torch.device(str(tree[1])),
     "sz": lambda codec, tree: torch.Size([int(s) for s in _list(tree[1])]),
