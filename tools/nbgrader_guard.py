@@ -1,47 +1,56 @@
-"""Self-checks graded from a state the student's cells cannot patch.
+"""Self-checks graded where the student's code cannot reach the verdict.
 
-nbgrader runs a student's notebook in one kernel, where the student's cells run before each
-check cell: a line such as ``cu.checks.check_softmax = lambda f: None``, a replaced engine
-helper, a patched ``torch.allclose`` or an exception handler that hides failures
-(``get_ipython().set_custom_exc``) turns every check into free points, and no code that runs
-later in the same kernel can be trusted to catch it, because it can be patched as well.
+nbgrader runs a student's notebook in one kernel, where the student's cells run beside each
+check: a line such as ``cu.checks.check_softmax = lambda f: None``, a patched ``torch.allclose``,
+a tensor subclass that answers "equal", a trace hook that jumps a check's failing line, or a
+function that walks up to the check's frame and reads the expected tensor turns a check into
+free points, and no code that runs later in the same process can be trusted to catch it.
 
-So the verdict of each check comes from outside that kernel. :class:`FreshChecks` is an
-nbgrader preprocessor that runs after ``Execute`` (``nbgrader_config.py`` puts it there): it
-re-runs the graded notebook's code cells in a fresh Python process (:func:`rerun`), which takes
-the genuine checks, guarded by ``tools/nbgrader_honesty.py`` (the course's own code and the
-shortcuts a chapter forbids earn nothing), and a snapshot of ``course_utils`` and ``torch``
-*before* any student code runs, puts that snapshot back before every check cell, calls the
-checks on the student's objects, and reports a check whose student code changed the protected
-modules while it ran. A check that passed in the kernel but fails there gets the fresh
-diagnosis as its error output, so nbgrader's ``SaveAutoGrades`` gives it no points. Only a
-failure is carried over: the fresh run never raises a score.
+So the verdict of each check comes from elsewhere. :class:`FreshChecks` is an nbgrader
+preprocessor that runs after the kernel's run (``nbgrader_config.py`` puts it there). For each
+check that passed in the kernel, it runs the notebook again in two processes (:func:`rerun`):
 
-The fresh process is cheap: one template process per grading run imports torch and the course
-(and runs nothing else), and each notebook is re-run in a fork of it (:class:`Template`), so a
-notebook pays no interpreter start and no imports a second time. Without ``os.fork`` (Windows)
-each notebook gets a new interpreter.
+* the **student process** runs the notebook's cells, in a sandbox (``tools/grading/sandbox.py``:
+  bubblewrap; no network, a scratch folder of its own, a read-only view without the course
+  repository, ``solutions/``, the nbgrader course, the checks, and the exported code of the chapter
+  being graded or of any later one: earlier chapters' code arrives as source);
+* the **judge** (a fork of this module's template, which imported the checks and ran nothing
+  else) runs each check cell itself; every use the check makes of the student's objects is one
+  request to the student process, and what comes back is plain values and tensors
+  (``tools/grading/judge.py``). No student code runs in the judge: its frames, trace hooks,
+  patches and torch modes stay in the student process, and the check's references never leave
+  the judge.
 
-It runs only the code cells the checks need (``tools/nbgrader_needs.py``): the cells nbgrader
-marks (answers, checks, read-only given code), cells that reach names indirectly, and every earlier
-cell binding a name one of those reads; teaching cells that print, plot, time or train for show
-are skipped. This changes no score (:func:`confirm`). A check that does not pass in the pruned
-run runs again in a second fork with every cell, as before pruning, and only that verdict counts:
-no point the full run gives is lost. A pass in the pruned run is the genuine check's pass, in the
-same restored state, on the notebook without some cells that carry no nbgrader metadata (cells
-nbgrader neither locks nor restores, which the student could have deleted before handing in): no
-point is given that the full run would not give to a notebook the student could hand in.
+A check that passed in the kernel but fails in the judge gets the judge's diagnosis as its error
+output, so nbgrader's ``SaveAutoGrades`` gives it no points; a failure in the kernel is kept, so
+the judge never raises a score. The checks also refuse the shortcuts their chapter forbids
+(``tools/nbgrader_honesty.py``).
+
+Both processes start cheaply: one judge template and one sandboxed student template per grading
+process import torch and the course once, and each notebook gets a fork of each; after every
+notebook the sandbox is reset (every process killed, the scratch folders emptied). A write the
+sandbox refused is named in the notebook's feedback (``tools.nbgrader_feedback.note``).
+
+Only the code cells the checks need run (``tools/nbgrader_needs.py``): the cells nbgrader marks
+(answers, checks, read-only given code), cells that reach names indirectly, and every earlier cell
+binding a name one of those reads; teaching cells that print, plot, time or train for show are
+skipped. This changes no score (:func:`confirm`): a check that does not pass in the pruned run
+runs again with every cell, as before pruning, and only that verdict counts. A pass in the pruned
+run is the genuine check's pass on the notebook without some cells that carry no nbgrader metadata
+(cells nbgrader neither locks nor restores, which the student could have deleted before handing
+in): no point is given that the full run would not give to a notebook the student could hand in.
 
 Command line::
 
     python -m tools.nbgrader_guard NOTEBOOK.ipynb    # prints {grade_id: null or diagnosis} as JSON
-    python -m tools.nbgrader_guard --serve           # the template (run by FreshChecks)
+    python -m tools.nbgrader_guard --serve           # the judge's template (run by FreshChecks)
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import contextlib
 import io
 import json
@@ -56,12 +65,12 @@ import types
 from pathlib import Path
 
 from tools.nbgrader_feedback import timed_out, wrap
-from tools.nbgrader_needs import needed_cells
+from tools.nbgrader_needs import cell_names, needed_cells
 from tools.optional import optional_base
 
 ROOT = Path(__file__).resolve().parent.parent
-PROTECTED = ("torch", "torch.nn", "torch.nn.functional", "torch.nn.modules.module", "builtins")
-OWN = ("course_utils", "tools.nbgrader_honesty")  # modules (and submodules) kept as imported
+GRACE = 10  # seconds the judge waits past a cell's limit before it gives the student process up
+LOST = "This check could not be confirmed: the student process of the fresh run stopped ({})."
 
 
 def only_draws(source: str) -> bool:
@@ -101,51 +110,15 @@ def graded_checks(nb) -> list[int]:
     ]
 
 
-# ----------------------------------------------------------------------------- the fresh process
-def _protected_objects() -> dict[str, object]:
-    import torch
-
-    found = {name: sys.modules[name] for name in PROTECTED if name in sys.modules}
-    found.update({k: m for k, m in sys.modules.items() if k.startswith(OWN)})
-    found["torch.Tensor"], found["torch.nn.Module"] = torch.Tensor, torch.nn.Module
-    return found
-
-
-def snapshot() -> dict[str, tuple[object, dict]]:
-    """Every protected module's and class's attributes, and the code of each of their Python
-    functions (``f.__code__ = ...`` changes a function without replacing it)."""
-    saved = {name: (obj, dict(vars(obj))) for name, obj in _protected_objects().items()}
-    for name, (_, attrs) in list(saved.items()):
-        for attr, value in attrs.items():
-            value = getattr(value, "__func__", value)
-            if isinstance(value, types.FunctionType):
-                saved[f"{name}.{attr}()"] = (value, {"__code__": value.__code__})
-            elif isinstance(value, type) and name.startswith(OWN):
-                for key, method in vars(value).items():
-                    if isinstance(method, types.FunctionType):
-                        saved[f"{name}.{attr}.{key}()"] = (method, {"__code__": method.__code__})
-    return saved
-
-
-def restore(saved) -> list[str]:
-    """Put every protected attribute back; return the names that had been changed."""
-    changed = []
-    for name, (obj, attrs) in saved.items():
-        if isinstance(obj, types.ModuleType) and sys.modules.get(name, obj) is not obj:
-            sys.modules[name] = obj
-            changed.append(name)
-        if isinstance(obj, types.FunctionType):
-            if obj.__code__ is not attrs["__code__"]:
-                obj.__code__ = attrs["__code__"]
-                changed.append(name)
-            continue
-        current = vars(obj)
-        for attr, value in attrs.items():
-            if current.get(attr, value) is not value or attr not in current:
-                with contextlib.suppress(AttributeError, TypeError):
-                    setattr(obj, attr, value)
-                changed.append(f"{name}.{attr}")
-    return changed
+def chapter(nb) -> int:
+    """The chapter a notebook grades (its checks' ``chNN_`` grade_ids); 99 when none says."""
+    found = [
+        int(c.metadata["nbgrader"]["grade_id"][2:4])
+        for c in (nb.cells[i] for i in graded_checks(nb))
+        if str(c.metadata["nbgrader"].get("grade_id", ""))[:4].lower().startswith("ch")
+        and str(c.metadata["nbgrader"]["grade_id"])[2:4].isdigit()
+    ]
+    return min(found, default=99)
 
 
 class CellTimeout(BaseException):
@@ -153,62 +126,45 @@ class CellTimeout(BaseException):
 
 
 @contextlib.contextmanager
-def time_limit(seconds: int):
+def time_limit(seconds: float):
     """Raise :class:`CellTimeout` in the block after ``seconds`` (0: no limit)."""
 
     def stop(signum, frame):
         raise CellTimeout(seconds)
 
     previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(0, seconds))
     try:
         yield
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
 def preload() -> None:
-    """What every fresh run needs, imported before any student code (runs no torch operation)."""
-    import IPython.core.interactiveshell  # noqa: F401
-    import matplotlib.pyplot as plt
+    """What the judge needs, imported before any notebook: the checks and their references."""
+    import IPython.core.inputtransformer2  # noqa: F401 - cell_names reads cells as IPython does
     import torch.nn.attention.bias  # noqa: F401 - loads torch._dynamo, which wraps torch.manual_seed
 
-    import course_utils.chapters  # noqa: F401 - the checks' references, protected from here on
+    import course_utils.chapters  # noqa: F401 - the checks' references, never sent anywhere
     import course_utils.checks as checks
-    import course_utils.plotting  # noqa: F401
-    import course_utils.widgets as widgets
+    import tools.grading.session  # noqa: F401
     import tools.nbgrader_honesty  # noqa: F401
 
-    dir(checks), dir(widgets)  # every chapter's checks and explorers collected
-    figure = plt.figure()  # a notebook's first figure loads matplotlib's fonts: done once, here
-    figure.text(0, 0, "fonts")
-    figure.canvas.draw()
-    plt.close(figure)
+    dir(checks)  # every chapter's checks collected
 
 
-def rerun(
-    nb,
-    only: set[str] | None = None,
-    cell_timeout: int = 0,
-    prune: bool = False,
-    counts: dict | None = None,
-) -> dict[str, str | None]:
-    """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
-    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds. ``prune``:
-    only the cells :func:`needed_cells` keeps; ``counts`` gets the code cells up to the last
-    check (``cells``) and how many of them ran (``ran``)."""
+# ----------------------------------------------------------------------------- the fresh run
+def rerun(nb, session, only=None, cell_timeout=0, prune=False, counts=None) -> dict:
+    """Run ``nb`` in the student process of ``session`` and its checks here; {check grade_id:
+    None or diagnosis} of the checks in ``only`` (default: all). Each cell stops after
+    ``cell_timeout`` seconds (a list: each cell's own limit, by index, as the kernel had it).
+    ``prune``: only the cells :func:`needed_cells` keeps; ``counts`` gets the code cells up to the
+    last check (``cells``) and how many of them ran (``ran``)."""
     preload()
-    from IPython.core.interactiveshell import InteractiveShell
-
-    import course_utils.checks as checks
     from tools.nbgrader_honesty import guarded_checks
 
-    checks_ns = guarded_checks()
-    failure_type = checks.CheckFailure
-    stand_in = types.SimpleNamespace(checks=checks_ns)
-    shell = InteractiveShell.instance()
-    saved = snapshot()
+    stand_in = types.SimpleNamespace(checks=guarded_checks(session))
     verdicts: dict[str, str | None] = {}
     checked = {
         i
@@ -222,77 +178,124 @@ def rerun(
     for index, cell in enumerate(nb.cells[: last + 1]):
         if cell.cell_type != "code" or (index not in checked and only_draws(cell.source)):
             continue  # an explorer's picture changes no check: the kernel has drawn it already
-        if index not in kept:
-            continue  # no check reads what this cell binds: see needed_cells and confirm
+        if index not in kept or cell.metadata.get("course_grading", {}).get("stopped"):
+            continue  # no check reads what this cell binds (see needed_cells and confirm), or the
+            # kernel died in it (tools/nbgrader_stops.py): it would end this fresh run too
         counts["ran"] += 1
-        sink = io.StringIO()
+        seconds = cell_timeout[index] if isinstance(cell_timeout, list) else cell_timeout
+        session.cell = index
         if index not in checked:
-            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                with contextlib.suppress(CellTimeout), time_limit(cell_timeout):
-                    shell.run_cell(cell.source, store_history=False, silent=True)
-            continue
-        grade_id = cell.metadata["nbgrader"]["grade_id"]
-        restore(saved)
-        namespace = dict(shell.user_ns, cu=stand_in)
-        try:
-            with contextlib.redirect_stdout(sink), time_limit(cell_timeout):
-                exec(compile(cell.source, f"<check cell {grade_id}>", "exec"), namespace)
-            verdicts[grade_id] = None
-        except CellTimeout:
-            verdicts[grade_id] = timed_out(cell_timeout)
-        except failure_type as exc:
-            verdicts[grade_id] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - any crash loses the points, in words
-            verdicts[grade_id] = f"The check cell raised {type(exc).__name__}: {exc}"
-        changed = restore(saved)
-        if changed and verdicts[grade_id] is None:
-            verdicts[grade_id] = (
-                f"While this check ran, your code replaced {', '.join(sorted(changed)[:3])}: "
-                "code that changes the course's checks or torch cannot be graded, so this check "
-                "gives no points."
-            )
+            _run_cell(session, cell.source, seconds)
+        else:
+            grade_id = cell.metadata["nbgrader"]["grade_id"]
+            verdicts[grade_id] = _verdict(session, stand_in, cell.source, grade_id, seconds)
+            session.end_check()
+            session.attempts = []
+        if session.broken:
+            break
     return verdicts
+
+
+def _run_cell(session, source: str, seconds: float) -> None:
+    from tools.grading.judge import GraderLost, StudentError, StudentTimeout
+
+    with contextlib.suppress(CellTimeout, GraderLost, StudentError, StudentTimeout):
+        with time_limit(seconds + GRACE if seconds else 0):
+            session.run_cell(source, seconds)
+
+
+def _verdict(session, stand_in, source: str, grade_id: str, seconds: float) -> str | None:
+    """None when the check cell passes here, else why not, in words."""
+    from course_utils.checks import CheckFailure
+    from tools.grading.judge import GraderLost, StudentTimeout
+    from tools.nbgrader_honesty import hidden_code
+
+    try:
+        code = compile(source, f"<check cell {grade_id}>", "exec")
+        names = cell_names(source)[0] - {"cu"} - set(dir(builtins))
+    except SyntaxError as exc:
+        return f"The check cell raised SyntaxError: {exc}"
+    session.deadline = time.monotonic() + seconds if seconds else None
+    try:
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            time_limit(seconds + GRACE if seconds else 0),
+        ):
+            namespace = dict(session.names(names), cu=stand_in, __builtins__=builtins)
+            exec(code, namespace)
+        return None
+    except (CellTimeout, StudentTimeout):
+        return timed_out(seconds)
+    except GraderLost as exc:
+        return LOST.format(exc)
+    except CheckFailure as exc:
+        failure = exc
+    except Exception as exc:  # noqa: BLE001 - any crash loses the points, in words
+        failure = f"The check cell raised {type(exc).__name__}: {exc}"
+    finally:
+        session.deadline = None
+    if session.attempts and "course_code_handed_in" not in str(getattr(failure, "bug", "")):
+        return str(hidden_code(grade_id.split("_", 1)[-1].split("__")[0], session.attempts))
+    return str(failure)
 
 
 # ----------------------------------------------------------------------------- the template
 def serve() -> int:
-    """The template: import what a fresh run needs, then re-run each requested notebook (one JSON
-    request per line on stdin) in a fork of this still untouched process; reply one JSON line."""
+    """The judge's template: import what the checks need, then run each requested notebook (one
+    JSON request per line on stdin) with a fork of this still untouched process and a fork of the
+    sandboxed student template; reply one JSON line."""
     import nbformat  # noqa: F401
 
+    from tools.grading.session import StudentTemplate
+
     preload()
-    for line in sys.stdin:
-        reply = _in_a_fork(json.loads(line))
-        sys.stdout.write(json.dumps(reply) + "\n")
-        sys.stdout.flush()
+    students = StudentTemplate()
+    students.start()  # its imports overlap the kernel's first notebook
+    try:
+        for line in sys.stdin:
+            reply = _in_a_fork(json.loads(line), students)
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+    finally:
+        students.stop()
     return 0
 
 
-def _in_a_fork(request: dict) -> dict:
-    """{"verdicts": ..., "cells": ..., "ran": ...} of one fresh run in a fork ({} if none came)."""
+def _in_a_fork(request: dict, students) -> dict:
+    """{"verdicts": ..., "cells": ..., "ran": ..., "writes": ...} of one fresh run ({} if none)."""
+    import nbformat
+
+    from tools.grading.session import Session, setup_for
+
+    nb = nbformat.read(request["notebook"], as_version=4)
+    number = chapter(nb)
+    try:
+        sock = students.fork(setup_for(number, request["folder"], request["env"]))
+    except (OSError, RuntimeError):
+        return {}
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: the student's cells run here, and only here
+    if pid == 0:  # the judge: the checks run here, the student's cells in the student process
         code = 1
         try:
             os.close(read_end)
+            if students.control is not None:
+                students.control.close()
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(null, 2)
-            os.chdir(request["folder"])
             os.environ.update(request["env"])
-            import nbformat
-
-            nb = nbformat.read(request["notebook"], as_version=4)
-            counts: dict = {}
+            session, counts = Session(sock, number), {}
             only, prune = set(request["only"]), request.get("prune", False)
-            verdicts = rerun(nb, only, request["cell_timeout"], prune, counts)
+            verdicts = rerun(nb, session, only, request["cell_timeout"], prune, counts)
+            session.close()
             with os.fdopen(write_end, "wb") as out:
                 out.write(json.dumps(dict(counts, verdicts=verdicts)).encode())
             code = 0
         finally:
             os._exit(code)
     os.close(write_end)
+    sock.close()
     received, deadline = b"", time.monotonic() + request["limit"]
     with os.fdopen(read_end, "rb") as pipe:
         while time.monotonic() < deadline:
@@ -304,14 +307,15 @@ def _in_a_fork(request: dict) -> dict:
         else:
             os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+    writes = students.reset()
     try:
-        return json.loads(received)
+        return dict(json.loads(received), writes=writes)
     except ValueError:
-        return {}
+        return {"writes": writes}
 
 
 class Template:
-    """The grading run's template process (``--serve``), started on first use."""
+    """The grading run's judge template (``--serve``), started on first use."""
 
     process: subprocess.Popen | None = None
 
@@ -329,9 +333,10 @@ class Template:
 
     @classmethod
     def run(
-        cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
+        cls, path: str, folder: str, ids: list[str], cell_timeout, limit: int, prune=False
     ) -> dict:
-        """{"verdicts": {grade_id: None or diagnosis}, "cells": .., "ran": ..} of one fresh run."""
+        """{"verdicts": {grade_id: None or diagnosis}, "cells": .., "ran": .., "writes": ..} of
+        one fresh run."""
         cls.start()
         request = dict(notebook=path, folder=os.path.abspath(folder), only=ids, limit=limit)
         request.update(cell_timeout=cell_timeout, env=_env(only_nbgrader=True), prune=prune)
@@ -345,7 +350,7 @@ class Template:
 
 
 def _env(only_nbgrader: bool = False) -> dict[str, str]:
-    """The environment of a fresh run (``only_nbgrader``: just nbgrader's own variables)."""
+    """The environment of the judge (``only_nbgrader``: just nbgrader's own variables)."""
     if only_nbgrader:
         return {k: v for k, v in os.environ.items() if k.startswith("NBGRADER_")}
     env = dict(os.environ, MPLBACKEND="Agg", COURSE_STATIC_WIDGETS="1")
@@ -356,19 +361,32 @@ def _env(only_nbgrader: bool = False) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     import nbformat
 
+    from tools.grading.session import Session, StudentTemplate, setup_for
+
     parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_guard")
     parser.add_argument("notebook", nargs="?")
     parser.add_argument("--serve", action="store_true", help="be the template FreshChecks forks")
     parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
-    parser.add_argument("--cell-timeout", type=int, default=0, help="seconds per cell (0: none)")
+    parser.add_argument(
+        "--cell-timeout", type=json.loads, default=0, help="seconds per cell (0: none), or a list"
+    )
     parser.add_argument("--prune", action="store_true", help="skip cells no check needs")
     args = parser.parse_args(argv)
     if args.serve:
         return serve()
     nb = nbformat.read(args.notebook, as_version=4)
     only = None if args.only is None else set(args.only)
-    counts: dict = {}
-    verdicts = rerun(nb, only, args.cell_timeout, args.prune, counts)
+    students = StudentTemplate()
+    try:
+        env = _env(only_nbgrader=True)
+        folder = os.path.dirname(os.path.abspath(args.notebook))
+        session = Session(students.fork(setup_for(chapter(nb), folder, env)), chapter(nb))
+        counts: dict = {}
+        verdicts = rerun(nb, session, only, args.cell_timeout, args.prune, counts)
+        session.close()
+        counts["writes"] = students.reset()
+    finally:
+        students.stop()
     sys.__stdout__.write("\nGUARD-COUNTS " + json.dumps(counts) + "\n")
     sys.__stdout__.write("\nGUARD-VERDICTS " + json.dumps(verdicts) + "\n")
     return 0
@@ -376,18 +394,29 @@ def main(argv: list[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- the preprocessor
 class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor")):
-    """nbgrader preprocessor: each check's verdict from a fresh process (see the module text)."""
+    """nbgrader preprocessor: each check's verdict from the judge (see the module text)."""
 
-    cell_timeout = 300  # seconds per cell, as nbgrader's Execute.timeout in the course's config
+    def cell_limits(self, nb) -> list[int]:
+        """Each cell's limit in seconds, by index: the kernel's own (the config's
+        ``Execute.timeout_func``, else ``Execute.timeout``), so a hang costs this run no more."""
+        execute = self.config.get("Execute", {})
+        limit = execute.get("timeout_func") or (lambda cell: execute.get("timeout", 300))
+        return [int(limit(c)) if c.cell_type == "code" else 0 for c in nb.cells]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        from tools.grading import sandbox
+
+        refusal = sandbox.refusal()
+        if (
+            refusal
+        ):  # grading without a sandbox is the instructor's explicit choice, never a default
+            raise RuntimeError(refusal)
         if hasattr(os, "fork"):  # its imports overlap the kernel's first notebook
             Template.start()
 
     def preprocess(self, nb, resources):
         cells = graded_checks(nb)
-        self._explain_timeouts(nb, cells)
         for index in cells:  # the feedback shows the diagnosis, wrapped, not our traceback
             for output in nb.cells[index].outputs:
                 if output.output_type == "error" and output.ename == "CheckFailure":
@@ -419,57 +448,84 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
                 "from the top, did not reach this cell."
             )
             cell.outputs.insert(0, _error(wrap(text)))
+        for text in sandbox_notes(nb, report.get("writes", [])):
+            self.log.warning("sandbox: %s", text)
+            _note(nb, "sandbox", text)
         return nb, resources
-
-    def _explain_timeouts(self, nb, cells: list[int]) -> None:
-        """A check stopped by nbgrader's time limit shows words, not a bare KeyboardInterrupt."""
-        for index in cells:
-            for output in nb.cells[index].outputs:
-                if output.output_type == "error" and output.ename in (
-                    "KeyboardInterrupt",
-                    "CellTimeoutError",
-                    "TimeoutError",
-                ):
-                    text = wrap(timed_out(self.cell_timeout))
-                    output.ename, output.evalue, output.traceback = (
-                        "Timeout",
-                        text,
-                        text.split("\n"),
-                    )
 
     def _run(self, nb, folder: str, ids: list[str]) -> tuple[dict, dict]:
         import nbformat
 
         with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as handle:
             nbformat.write(nb, handle)
-        limit = self.cell_timeout * (len(nb.cells) + 1)
+        limits = self.cell_limits(nb)
+        limit = sum(limits) + 120  # every cell at its limit, and the fork's start
         try:
-            return confirm(handle.name, folder, ids, self.cell_timeout, limit)
+            return confirm(handle.name, folder, ids, limits, limit)
         finally:
             os.unlink(handle.name)
 
 
-def confirm(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+def sandbox_notes(nb, writes: list[str]) -> list[str]:
+    """The sandbox's refusals, in words, each naming the cell whose code tried (``cell N: ...``)."""
+    notes = []
+    for write in dict.fromkeys(writes):
+        where, _, what = write.partition(": ")
+        index = int(where[5:]) if where.startswith("cell ") and where[5:].isdigit() else None
+        cell = nb.cells[index] if index is not None and index < len(nb.cells) else None
+        label = (
+            f"cell {index} (`{cell.source.strip().splitlines()[0][:50]}`)"
+            if cell
+            else "the notebook"
+        )
+        notes.append(
+            f"Code in {label} tried to change a file outside its scratch folder ({what}); the "
+            "grader's sandbox refused it, so nothing outside changed."
+        )
+    return notes
+
+
+def _note(nb, kind: str, text: str) -> None:
+    """``tools.nbgrader_feedback.note`` (the feedback's note cell and make grade's summary), or an
+    output of the notebook's first cell where that is not there yet."""
+    from tools import nbgrader_feedback
+
+    note = getattr(nbgrader_feedback, "note", None)
+    if note is not None:
+        note(nb, kind, text)
+        return
+    from nbformat.v4 import new_output
+
+    code = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if code is not None:
+        code.outputs.insert(0, new_output("stream", name="stderr", text=text + "\n"))
+
+
+def confirm(path: str, folder: str, ids: list[str], cell_timeout, limit: int):
     """(verdicts, report) of the checks ``ids``: a pruned fresh run, then, for the checks that
     did not pass in it, a full one whose verdicts replace theirs (see the module text); the report
-    holds the pruned run's ``cells`` and ``ran`` and the ``fallback`` grade_ids."""
+    holds the pruned run's ``cells`` and ``ran``, the ``fallback`` grade_ids and the ``writes``
+    the sandbox refused."""
     one = Template.run if hasattr(os, "fork") else _spawned
     pruned = one(path, folder, ids, cell_timeout, limit, prune=True)
     verdicts = dict(pruned.get("verdicts", {}))
+    writes = list(pruned.get("writes", []))
     fallback = [grade_id for grade_id in ids if verdicts.get(grade_id, "") is not None]
     if fallback:
-        full = one(path, folder, fallback, cell_timeout, limit, prune=False).get("verdicts", {})
+        full = one(path, folder, fallback, cell_timeout, limit, prune=False)
+        writes += full.get("writes", [])
         for grade_id in fallback:
             verdicts.pop(grade_id, None)
-            if grade_id in full:
-                verdicts[grade_id] = full[grade_id]
-    return verdicts, dict(cells=pruned.get("cells", 0), ran=pruned.get("ran", 0), fallback=fallback)
+            if grade_id in full.get("verdicts", {}):
+                verdicts[grade_id] = full["verdicts"][grade_id]
+    report = dict(cells=pruned.get("cells", 0), ran=pruned.get("ran", 0), fallback=fallback)
+    return verdicts, dict(report, writes=writes)
 
 
-def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False):
+def _spawned(path: str, folder: str, ids: list[str], cell_timeout, limit: int, prune=False):
     """A fresh interpreter for one notebook (where there is no fork), as :meth:`Template.run`."""
     command = [sys.executable, "-m", "tools.nbgrader_guard", path, *["--prune"] * prune]
-    command += ["--cell-timeout", str(cell_timeout), "--only", *ids]
+    command += ["--cell-timeout", json.dumps(cell_timeout), "--only", *ids]
     try:
         done = subprocess.run(
             command, cwd=folder, env=_env(), capture_output=True, text=True, timeout=limit

@@ -49,6 +49,7 @@ class Session:
         self.broken: str | None = None
         self._rng: bytes | None = None
         self._reset = False
+        self.cell: int | None = None  # the notebook cell being run or checked
 
     # -- the requests a check cell's code makes through proxies
     def op(self, kind: str, *args):
@@ -123,6 +124,7 @@ class Session:
             "dtype": str(torch.get_default_dtype()).removeprefix("torch."),
             "threads": torch.get_num_threads(),
             "forbidden": list(self.forbidden),
+            "cell": self.cell,
         }
         rng = torch.get_rng_state().numpy().tobytes()
         if rng != self._rng:

@@ -38,6 +38,7 @@ DUNDERS = (
 )  # fmt: skip
 WRITABLE = ("/home/student", "/tmp", "/dev/shm", "/dev/null")  # the scratch folders of the sandbox
 HIDDEN = "the course's own code for this chapter is not available while it is graded"
+CURRENT = {"cell": None}  # the index of the notebook cell the judge's request belongs to
 
 
 class OpTimeout(BaseException):
@@ -218,6 +219,29 @@ class Recorder(TorchFunctionMode):
         self.seen: list[str] = []
         self.memo: dict = {}  # the record's own tensors: id -> (index, tensor, version sent)
 
+    def __enter__(self):
+        self._profile = sys.getprofile()
+        if self.forbidden:  # a shortcut written in Python (flex_attention) is no torch function
+            sys.setprofile(self._watch_calls)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            sys.setprofile(self._profile)
+        except TypeError:  # a profiler written in C cannot be put back from Python
+            sys.setprofile(None)
+        return super().__exit__(*exc)
+
+    def _watch_calls(self, frame, event, arg) -> None:
+        code = frame.f_code
+        if (
+            event == "call"
+            and code.co_name in self.forbidden
+            and code.co_filename.startswith(_TORCH)
+        ):
+            if from_student(frame.f_back):
+                self.seen.append(code.co_name)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
@@ -288,7 +312,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def from_student(frame) -> bool:
-    """Whether the first frame outside torch, this grader and the course is the student's code."""
+    """Whether a torch call from ``frame`` is the student's: the first frame outside torch and this
+    grader is not the course's (no such frame: the student handed in torch's function itself)."""
     import course_utils
 
     course = os.path.dirname(course_utils.__file__)
@@ -299,7 +324,7 @@ def from_student(frame) -> bool:
         if not (name.startswith(_TORCH) or name.startswith(_HERE)):
             return True
         frame = frame.f_back
-    return False
+    return True
 
 
 # ----------------------------------------------------------------------------- hidden chapters

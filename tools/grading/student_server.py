@@ -177,6 +177,7 @@ class Server:
             wire.send(self.sock, self.handle(message))
 
     def _enter(self, env: dict):
+        student.CURRENT["cell"] = env.get("cell")
         if env.get("rng") is not None:
             torch.set_rng_state(torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone())
         self._rng = torch.get_rng_state().numpy().tobytes()
@@ -314,7 +315,9 @@ def _child(sock: socket.socket, setup: dict, writes: int, work: str, inside: boo
                     handle.write(bytes.fromhex(data))
         os.environ.update(setup.get("env", {}))
         student.watch_writes(
-            lambda text: os.write(writes, (text.replace("\n", " ") + "\n").encode())
+            lambda text: os.write(
+                writes, f"cell {student.CURRENT['cell']}: {text.replace(chr(10), ' ')}\n".encode()
+            )
         )
         from IPython.core.interactiveshell import InteractiveShell
 
