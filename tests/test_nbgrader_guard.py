@@ -1,8 +1,10 @@
-"""tools/nbgrader_guard.py: each check's verdict from a fresh process the notebook cannot patch.
+"""tools/nbgrader_guard.py: each check's verdict from the judge, the notebook's cells in a sandboxed
+student process (tools/grading/).
 
-A small notebook (chapter 01's softmax exercise) is run by the guard's command in a subprocess, as
-the FreshChecks preprocessor runs it during `nbgrader autograde`; `make test-nbgrader` runs the
-same guard inside nbgrader on every chapter.
+Small notebooks (chapter 01's softmax exercise) and the chapters' own, with every cheat of
+tests/cheats.py planted, go through the guard's template as the FreshChecks preprocessor sends them
+during `nbgrader autograde` (one test through its command line); `make test-nbgrader` runs the same
+guard inside nbgrader on every chapter.
 """
 
 import json
@@ -14,6 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
+from tests import cheats
 from tools import nbgrader_feedback as feedback
 from tools import nbgrader_guard as guard
 from tools import nbgrader_needs as needs
@@ -30,21 +33,40 @@ def _notebook(answer: str, *more: str):
     return new_notebook(cells=[*cells, *map(new_code_cell, more), check])
 
 
-def _verdicts(tmp_path, nb, *args):
+def _verdicts(tmp_path, nb, cell_timeout=60):
+    """The fresh run's verdict on the notebook's softmax check, through the template."""
     path = tmp_path / "nb.ipynb"
     nbformat.write(nb, path)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    reply = guard.Template.run(str(path), str(tmp_path), ["ch01_check_softmax"], cell_timeout, 600)
+    assert "verdicts" in reply, reply
+    return reply["verdicts"]["ch01_check_softmax"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def template():
+    """One judge template (and its sandboxed student template) for the module, as FreshChecks
+    keeps one per nbgrader process."""
+    guard.Template.start()
+    yield guard.Template
+    if guard.Template.process is not None and guard.Template.process.poll() is None:
+        guard.Template.process.stdin.close()
+        assert guard.Template.process.wait(timeout=60) == 0
+
+
+def test_the_command_line_gives_the_same_verdicts(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(_notebook(WRONG), path)
     done = subprocess.run(
-        [sys.executable, "-m", "tools.nbgrader_guard", str(path), *args],
+        [sys.executable, "-m", "tools.nbgrader_guard", str(path)],
         cwd=tmp_path,
-        env=env,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg"),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     line = [x for x in done.stdout.splitlines() if x.startswith("GUARD-VERDICTS ")]
     assert line, done.stdout + done.stderr
-    return json.loads(line[-1].split(" ", 1)[1])["ch01_check_softmax"]
+    assert "NaN or inf" in json.loads(line[-1].split(" ", 1)[1])["ch01_check_softmax"]
 
 
 PATCHES = {
@@ -73,7 +95,7 @@ def test_a_patch_made_while_the_check_runs_is_named(tmp_path):
         "    torch.isfinite = lambda t: torch.ones_like(t, dtype=torch.bool)\n    return",
     )
     verdict = _verdicts(tmp_path, _notebook(sneaky))
-    assert verdict and ("replaced torch.isfinite" in verdict or "found a problem" in verdict)
+    assert verdict and "found a problem" in verdict
 
 
 def test_diagnoses_are_wrapped_for_the_feedback_page_and_nbgrader_validate():
@@ -93,7 +115,7 @@ def test_the_feedback_table_names_each_check():
 
 def test_a_hanging_cell_is_stopped_and_explained(tmp_path):
     hangs = "def softmax_stable(x):\n    while True:\n        pass"
-    verdict = _verdicts(tmp_path, _notebook(hangs), "--cell-timeout", "2")
+    verdict = _verdicts(tmp_path, _notebook(hangs), cell_timeout=2)
     assert verdict == guard.timed_out(2)
     assert "stopped after 2 seconds" in verdict
 
@@ -111,33 +133,13 @@ def test_the_template_reruns_each_notebook_in_a_fresh_fork(tmp_path):
         path = tmp_path / "nb.ipynb"
         nbformat.write(nb, path)
         ids = ["ch01_check_softmax"]
-        verdicts.append(guard.Template.run(str(path), str(tmp_path), ids, timeout, 120)["verdicts"])
-    try:
-        wrong, right, handed_in, stopped = (v["ch01_check_softmax"] for v in verdicts)
-        assert "NaN or inf" in wrong and right is None
-        assert "the course's own code for this exercise" in handed_in
-        assert stopped == guard.timed_out(2)
-    finally:
-        guard.Template.process.stdin.close()
-        assert guard.Template.process.wait(timeout=30) == 0
-
-
-def test_a_check_stopped_by_nbgrader_says_so_in_words():
-    """nbgrader's per-cell limit interrupts the kernel: the check cell shows why, not a bare
-    KeyboardInterrupt."""
-    import types
-
-    cell = new_code_cell("cu.checks.check_softmax(softmax_stable)")
-    cell.outputs = [
-        nbformat.v4.new_output(
-            "error", ename="KeyboardInterrupt", evalue="", traceback=["KeyboardInterrupt"]
-        )
-    ]
-    nb = new_notebook(cells=[cell])
-    guard.FreshChecks._explain_timeouts(types.SimpleNamespace(cell_timeout=300), nb, [0])
-    (output,) = cell.outputs
-    assert output.ename == "Timeout" and "stopped after 300 seconds" in output.evalue
-    assert all(len(line) <= feedback.WIDTH for line in output.traceback)
+        verdicts.append(guard.Template.run(str(path), str(tmp_path), ids, timeout, 600)["verdicts"])
+    wrong, right, handed_in, stopped = (v["ch01_check_softmax"] for v in verdicts)
+    assert "NaN or inf" in wrong and right is None
+    assert "the course's own code for this exercise" in handed_in
+    assert "cu.chapters.attention_weights" in handed_in
+    assert stopped == guard.timed_out(2)
+    assert guard.Template.process.poll() is None  # still up for the next notebook
 
 
 def test_an_explorer_cell_is_not_run_again_but_any_other_code_is(tmp_path):
@@ -172,30 +174,17 @@ def test_the_fresh_run_sees_nbgraders_execution_variable(tmp_path, monkeypatch):
     ids = ["ch01_check_softmax"]
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     guard.Template.start()  # as FreshChecks starts it: before nbgrader sets the variable
-    try:
-        monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-        light = guard.Template.run(str(path), str(tmp_path), ids, 30, 120)["verdicts"]
-        monkeypatch.delenv("NBGRADER_EXECUTION")
-        full = guard.Template.run(str(path), str(tmp_path), ids, 30, 120)["verdicts"]
-        assert light["ch01_check_softmax"] is None
-        assert "softmax_stable" in full["ch01_check_softmax"]
-    finally:
-        guard.Template.process.stdin.close()
-        assert guard.Template.process.wait(timeout=30) == 0
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    light = guard.Template.run(str(path), str(tmp_path), ids, 30, 300)["verdicts"]
+    monkeypatch.delenv("NBGRADER_EXECUTION")
+    full = guard.Template.run(str(path), str(tmp_path), ids, 30, 300)["verdicts"]
+    assert light["ch01_check_softmax"] is None
+    assert "softmax_stable" in full["ch01_check_softmax"]
 
 
 # ----------------------------------------------------------------------------- the pruned run
 ANSWER_META = {"grade": False, "grade_id": "ch01_softmax_stable", "locked": False, "solution": True}
 ID = "ch01_check_softmax"
-
-
-@pytest.fixture(scope="module")
-def template():
-    guard.Template.start()
-    yield guard.Template
-    if guard.Template.process is not None and guard.Template.process.poll() is None:
-        guard.Template.process.stdin.close()
-        assert guard.Template.process.wait(timeout=30) == 0
 
 
 def _graded(before: list[str], answer: str, after: list[str] = ()):
@@ -210,7 +199,7 @@ def _graded(before: list[str], answer: str, after: list[str] = ()):
 def _confirm(tmp_path, nb, ids=(ID,)):
     path = tmp_path / "graded.ipynb"
     nbformat.write(nb, path)
-    return guard.confirm(str(path), str(tmp_path), list(ids), 30, 300)
+    return guard.confirm(str(path), str(tmp_path), list(ids), 60, 600)
 
 
 SKIPPED = {  # per chapter, cells that time, train or draw for show: the pruned run skips them
@@ -355,3 +344,32 @@ def test_a_patch_in_a_skipped_teaching_looking_cell_changes_nothing(tmp_path, te
     verdicts, report = _confirm(tmp_path, nb)
     assert "NaN or inf" in verdicts[ID] and report["fallback"] == [ID]
     assert report["ran"] == report["cells"] - 2
+
+
+# ----------------------------------------------------------------------------- the cheats
+def _chapter(number: str):
+    from tools import nbgrader_meta
+
+    path = next((ROOT / "solutions").glob(f"{number}_*.ipynb"))
+    return nbgrader_meta.source_notebook(nbformat.read(path, 4), path.name)
+
+
+@pytest.mark.parametrize("cheat", cheats.CHEATS, ids=[c.name for c in cheats.CHEATS])
+def test_each_cheat_loses_its_point_and_nothing_else(tmp_path, monkeypatch, cheat):
+    """Each way to points without the work (tests/cheats.py), planted in the chapter's own
+    notebook with every other answer right: the fresh run fails its check, and only its check
+    and those of later exercises built on the cheated answer (a cheat that ends the process it
+    runs in loses the checks after it too)."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    nb, planted = _chapter(cheat.chapter), cheat.cells()
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in planted:
+            cell.source = planted.pop(grade_id)
+    assert not planted, f"no cell {planted} in chapter {cheat.chapter}"
+    ids = [nb.cells[i].metadata["nbgrader"]["grade_id"] for i in guard.graded_checks(nb)]
+    verdicts, _ = _confirm(tmp_path, nb, ids)
+    assert verdicts.get(cheat.check), f"{cheat.name} kept its point: {verdicts}"
+    others = ids[: ids.index(cheat.check)] if cheat.ends_run else ids
+    kept = [i for i in others if i != cheat.check and i not in cheat.cascade()]
+    assert all(verdicts.get(i) is None for i in kept), verdicts

@@ -121,6 +121,13 @@ def chapter(nb) -> int:
     return min(found, default=99)
 
 
+def given_cell(cell) -> bool:
+    """A locked cell of the release that is neither an answer nor a check (nbgrader has restored
+    its source): it may build on the graded chapter's classes (see ``tools/grading/student.py``)."""
+    meta = cell.metadata.get("nbgrader", {})
+    return bool(meta.get("locked")) and not meta.get("solution") and not meta.get("grade")
+
+
 class CellTimeout(BaseException):
     """A cell ran past the grader's time limit (a BaseException, so no check turns it into a diagnosis)."""
 
@@ -183,7 +190,7 @@ def rerun(nb, session, only=None, cell_timeout=0, prune=False, counts=None) -> d
             # kernel died in it (tools/nbgrader_stops.py): it would end this fresh run too
         counts["ran"] += 1
         seconds = cell_timeout[index] if isinstance(cell_timeout, list) else cell_timeout
-        session.cell = index
+        session.cell, session.given = index, given_cell(cell)
         if index not in checked:
             _run_cell(session, cell.source, seconds)
         else:

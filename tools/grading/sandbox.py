@@ -177,7 +177,7 @@ def inside_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "MPLBACKEND": "Agg",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
     }
-    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_GRADER_DEBUG"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(extra or {})

@@ -50,6 +50,9 @@ class Session:
         self._rng: bytes | None = None
         self._reset = False
         self.cell: int | None = None  # the notebook cell being run or checked
+        self.given = (
+            False  # that cell is a locked cell of the release (it may build on hidden code)
+        )
 
     # -- the requests a check cell's code makes through proxies
     def op(self, kind: str, *args):
@@ -125,6 +128,7 @@ class Session:
             "threads": torch.get_num_threads(),
             "forbidden": list(self.forbidden),
             "cell": self.cell,
+            "given": self.given,
         }
         rng = torch.get_rng_state().numpy().tobytes()
         if rng != self._rng:
@@ -387,7 +391,7 @@ def setup_for(chapter: int, folder: str | None, env: dict[str, str]) -> dict:
     chapters = sorted(
         p for p in (ROOT / "course_utils" / "chapters").glob("ch[0-9][0-9]") if p.is_dir()
     )
-    sources, hidden = {}, {}
+    sources, hidden, given = {}, {}, {}
     for path in chapters:
         number = int(path.name[2:])
         if number < chapter:
@@ -395,6 +399,7 @@ def setup_for(chapter: int, folder: str | None, env: dict[str, str]) -> dict:
         else:
             module = __import__(f"course_utils.chapters.{path.name}", fromlist=["__all__"])
             hidden[path.name] = list(getattr(module, "__all__", ()))
+            given[path.name] = constructors_only((path / "__init__.py").read_text(encoding="utf-8"))
     bench = ROOT / "course_utils" / "chapters" / "ch07" / "bench.py"
     if bench.exists():  # chapter 07's timing tools (cu.bench): no exercise's code
         sources["ch07.bench"] = bench.read_text(encoding="utf-8")
@@ -406,4 +411,23 @@ def setup_for(chapter: int, folder: str | None, env: dict[str, str]) -> dict:
             if total > MAX_FILES:
                 break
             files[str(path.relative_to(folder))] = data.hex()
-    return {"sources": sources, "hidden": hidden, "files": files, "env": env}
+    return {"sources": sources, "hidden": hidden, "given": given, "files": files, "env": env}
+
+
+def constructors_only(source: str) -> str:
+    """A chapter's exported code reduced to what a locked cell of the release may build on: its
+    imports and its classes, each with its docstring and ``__init__`` only (no ``forward``, no
+    other method, no function: none of the exercise's computation)."""
+    import ast
+
+    tree = ast.parse(source)
+    kept = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kept.append(node)
+        elif isinstance(node, ast.ClassDef):
+            body = [n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+            doc = ast.get_docstring(node)
+            node.body = ([ast.Expr(ast.Constant(doc))] if doc else []) + body or [ast.Pass()]
+            kept.append(node)
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))

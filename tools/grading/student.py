@@ -38,7 +38,7 @@ DUNDERS = (
 )  # fmt: skip
 WRITABLE = ("/home/student", "/tmp", "/dev/shm", "/dev/null")  # the scratch folders of the sandbox
 HIDDEN = "the course's own code for this chapter is not available while it is graded"
-CURRENT = {"cell": None}  # the index of the notebook cell the judge's request belongs to
+CURRENT = {"cell": None, "given": False}  # the notebook cell of the judge's request; a given one?
 
 
 class OpTimeout(BaseException):
@@ -328,15 +328,20 @@ def from_student(frame) -> bool:
 
 
 # ----------------------------------------------------------------------------- hidden chapters
-def install_chapters(sources: dict[str, str], hidden: dict[str, list[str]], attempts: list) -> None:
+def install_chapters(
+    sources: dict, hidden: dict, attempts: list, given: dict | None = None
+) -> None:
     """``course_utils.chapters``: the earlier chapters' modules from ``sources`` (name -> source),
-    and a stand-in for each hidden chapter (name -> its exported names), whose names raise."""
+    and a stand-in for each hidden chapter (name -> its exported names), whose names raise, but
+    in a locked cell of the release (``CURRENT["given"]``), which may build on the chapter's
+    classes: it gets them from ``given`` (name -> source), each with its constructor only."""
     import course_utils
 
     package = types.ModuleType("course_utils.chapters", "The earlier chapters' code (grading).")
     package.__path__, package.__all__ = [], []
     sys.modules["course_utils.chapters"] = course_utils.chapters = package
     hidden_names = {n: chapter for chapter, names in hidden.items() for n in names}
+    offered: dict[str, object] = {}
     for chapter in sorted({*sources, *hidden}):
         name = f"course_utils.chapters.{chapter}"
         module = types.ModuleType(name)
@@ -345,28 +350,46 @@ def install_chapters(sources: dict[str, str], hidden: dict[str, list[str]], atte
         parent, _, leaf = name.rpartition(".")
         setattr(sys.modules[parent], leaf, module)
         if chapter in sources:
-            filename = f"<course_utils {chapter}>"
-            linecache.cache[filename] = (
-                len(sources[chapter]),
-                None,
-                sources[chapter].splitlines(True),
-                filename,
-            )
-            module.__file__ = filename
-            exec(compile(sources[chapter], filename, "exec"), module.__dict__)
+            try:
+                _load(module, f"<course_utils {chapter}>", sources[chapter])
+            except Exception:  # noqa: BLE001 - a chapter that cannot load: its names are missing
+                continue
             if "." not in chapter:
                 for export in getattr(module, "__all__", ()):
                     setattr(package, export, getattr(module, export))
                 package.__all__ += list(getattr(module, "__all__", ()))
         else:
-            module.__getattr__ = _refuse(name, attempts)
-    package.__getattr__ = _refuse("course_utils.chapters", attempts, hidden_names)
+            for export in hidden.get(chapter, ()) if chapter in (given or {}) else ():
+                offered[export] = (chapter, given[chapter])
+            module.__getattr__ = _refuse(name, attempts, None, offered)
+    package.__getattr__ = _refuse("course_utils.chapters", attempts, hidden_names, offered)
 
 
-def _refuse(owner: str, attempts: list, names: dict | None = None):
+def _load(module, filename: str, source: str) -> None:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module.__file__ = filename
+    exec(compile(source, filename, "exec"), module.__dict__)
+
+
+_GIVEN: dict[str, types.ModuleType] = {}
+
+
+def _given(chapter: str, source: str, name: str):
+    """``name`` of the chapter's constructors-only module, loaded on first use."""
+    if chapter not in _GIVEN:
+        module = types.ModuleType(f"course_utils.chapters.{chapter}")
+        module.__path__ = []
+        _load(module, f"<course_utils {chapter}, constructors only>", source)
+        _GIVEN[chapter] = module
+    return getattr(_GIVEN[chapter], name)
+
+
+def _refuse(owner: str, attempts: list, names: dict | None = None, offered: dict | None = None):
     def __getattr__(name: str):
         if name.startswith("__"):
             raise AttributeError(name)
+        if CURRENT.get("given") and name in (offered or {}):
+            return _given(*offered[name], name)
         if names is None or name in names:
             attempts.append(f"{owner}.{name}")
             raise AttributeError(f"{owner}.{name}: {HIDDEN}")
