@@ -1,31 +1,36 @@
-"""Warm kernels for grading: each notebook's kernel is forked from a process that has already
-imported torch and the course, so a kernel start costs a fork instead of an interpreter start
-and ``import torch, course_utils`` (about 0.2 s instead of 1.7 s here).
+"""The kernels that autograde: each in the grader's sandbox (``tools/grading/sandbox.py``), and
+warm: forked from a process that has already imported torch and the course, so a kernel start
+costs a fork instead of an interpreter start and ``import torch, course_utils``.
 
 Three parts, all in this file:
 
-* the **server** (``python -m tools.warm_kernel --serve SOCKET``): listens on a Unix socket,
-  imports what every course notebook imports (:func:`preload`; it runs no torch operation and
-  starts no thread), then forks one kernel per request. The child takes the client's standard
-  streams (passed over the socket), working folder and environment, reseeds ``random`` (and
-  numpy's global generator) and runs ``IPKernelApp`` on the client's connection file. The server
-  exits when its standard input closes (the nbgrader process that started it is gone);
+* the **server** (``python tools/warm_kernel.py --serve FD SANDBOXED``), one per nbgrader process,
+  in a bubblewrap sandbox: it sees the system, Python and its packages, the course's package
+  (read-only) and the folder of the kernels' ZeroMQ sockets; not the course repository, its
+  ``solutions/``, the nbgrader course (other students' submissions, the gradebook) or the network.
+  It accepts requests on a Unix socket made outside the sandbox and passed in as ``FD`` (no
+  kernel can touch its file), imports what every course notebook imports (:func:`preload`; no
+  torch operation, no thread), then forks one kernel per request. Before each kernel, and as soon
+  as one exits, it resets the sandbox: every other process killed, the scratch folders emptied,
+  so nothing of one notebook reaches the next; the notebook's folder is copied into the scratch
+  folder, which is the kernel's working folder. The server is not dumpable: no kernel can write
+  into the memory the next one is forked from. It exits when its standard input closes;
 * the **client**: what the kernelspec runs (``python -S tools/warm_kernel.py -f CONNECTION``,
   standard library only, so it starts in milliseconds). It asks the server named by
-  ``$COURSE_WARM_KERNEL`` for a kernel, forwards SIGINT/SIGTERM/SIGQUIT to it (nbclient
-  interrupts a cell past its time limit with SIGINT), and exits when the kernel exits. A client
-  killed outright takes its kernel with it: the kernel watches the connection. Without a server
-  it becomes a plain kernel (``python -m ipykernel_launcher``);
-* :func:`configure`, called by the course's ``nbgrader_config.py``: in ``nbgrader autograde``,
-  it starts the server (or uses the one ``$COURSE_WARM_KERNEL`` names, e.g. ``make grade``'s,
-  shared by its workers), writes the kernelspec ``course-warm`` into a private folder put first
-  on ``JUPYTER_PATH``, and sets ``c.Execute.kernel_name`` (nbclient then ignores the notebook's
-  own kernelspec; the autograded notebook keeps its metadata).
+  ``$COURSE_WARM_KERNEL`` for a kernel (passing its standard streams and its working folder),
+  forwards SIGINT/SIGTERM/SIGQUIT to it through the connection (nbclient interrupts a cell past
+  its time limit with SIGINT), and exits when the kernel exits; a client killed outright takes its
+  kernel with it. Without a server (``COURSE_WARM_KERNEL=0``) it runs a plain kernel, in a
+  sandbox of its own;
+* :func:`configure`, called by the course's ``nbgrader_config.py``: in ``nbgrader autograde`` it
+  starts the server, writes the kernelspec ``course-warm`` into a private folder put first on
+  ``JUPYTER_PATH``, sets ``c.Execute.kernel_name`` (nbclient then ignores the notebook's own
+  kernelspec; the autograded notebook keeps its metadata) and, sandboxed, ZeroMQ's ``ipc``
+  transport: sockets in a folder bound into the sandbox (a sandbox has no network to reach TCP).
 
-Without ``os.fork`` (Windows), or with ``COURSE_WARM_KERNEL=0``, kernels start as before.
-What a forked kernel shares with the server: modules imported by :func:`preload` (imported
-before the notebook's environment was known: course_utils and torch read theirs when called)
-and Python's hash seed.
+Without a sandbox (``COURSE_UNSANDBOXED=1``, the instructor's explicit choice) kernels run as
+plain processes, warm or not, over TCP. What a forked kernel shares with the server: modules
+imported by :func:`preload` and Python's hash seed.
 """
 
 from __future__ import annotations
@@ -43,10 +48,14 @@ KERNEL_NAME = "course-warm"
 HERE = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 HISTORY = ["--HistoryManager.hist_file=:memory:"]
-FORWARDED = ("SIGINT", "SIGTERM", "SIGQUIT")
+FORWARDED = {"SIGINT": b"I", "SIGTERM": b"T", "SIGQUIT": b"Q"}
 _HEADER = struct.Struct("!I")  # the request's length, sent with the client's fds
-_STARTED_IN = os.getcwd()
-READY = ".ready"  # the server creates SOCKET.ready once it has preloaded
+KEPT_ENV = ("NBGRADER_", "JPY_", "JUPYTER_", "COURSE_", "PYDEVD_", "OMP_", "MKL_", "KMP_")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "grading"))  # sandbox.py, stdlib only
+sys.path.insert(0, os.path.dirname(HERE))  # inside the sandbox: /grader, where sandbox.py is too
+import sandbox  # noqa: E402
+
+del sys.path[:2]
 
 
 def available() -> bool:
@@ -67,8 +76,10 @@ def client(argv: list[str]) -> int:
             raise OSError("no warm kernel server")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(path)
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
         body = json.dumps({"cwd": os.getcwd(), "env": dict(os.environ), "argv": argv}).encode()
-        socket.send_fds(sock, [_HEADER.pack(len(body))], [0, 1, 2])
+        socket.send_fds(sock, [_HEADER.pack(len(body))], [0, 1, 2, here])
+        os.close(here)
         sock.sendall(body)
         reply = b""
         while not reply.endswith(b"\n"):
@@ -76,11 +87,11 @@ def client(argv: list[str]) -> int:
             if not chunk:
                 raise OSError("the warm kernel server closed the connection")
             reply += chunk
-        pid = int(reply)
+        int(reply)
     except (OSError, ValueError):
         plain(argv)  # does not return
-    for name in FORWARDED:
-        signal.signal(getattr(signal, name), lambda signum, frame: _forward(pid, signum))
+    for name, code in FORWARDED.items():
+        signal.signal(getattr(signal, name), lambda signum, frame, code=code: _forward(sock, code))
     manager = os.getppid()
     while True:
         if select.select([sock], [], [], 1.0)[0]:
@@ -90,16 +101,55 @@ def client(argv: list[str]) -> int:
             return 1
 
 
-def _forward(pid: int, signum: int) -> None:
+def _forward(sock: socket.socket, code: bytes) -> None:
     try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
+        sock.send(code)
+    except OSError:
         pass
 
 
 def plain(argv: list[str]) -> None:
-    """Replace this process with a plain ipykernel (with site-packages: no ``-S``)."""
-    os.execv(sys.executable, [sys.executable, "-m", "ipykernel_launcher", *argv])
+    """Replace this process with a plain ipykernel (with site-packages: no ``-S``); sandboxed, in
+    a sandbox of its own with a copy of this folder as its working folder."""
+    command = [sys.executable, "-m", "ipykernel_launcher", *argv]
+    if sandbox.wanted():
+        import shutil
+        import tempfile
+
+        scratch = tempfile.mkdtemp(prefix="course-kernel-")
+        shutil.copytree(".", scratch, dirs_exist_ok=True, symlinks=False)
+        command = sandbox.command(
+            command,
+            read_only=kernel_view(),
+            writable=[(scratch, sandbox.WORK), *runtime_binds(argv)],
+            env=kernel_env(dict(os.environ)),
+        )
+    os.execv(command[0], command)
+
+
+def runtime_binds(argv: list[str]) -> list[tuple[str, str]]:
+    """The folder of the kernel's connection file (and ipc sockets), bound where it is."""
+    connection = argv[argv.index("-f") + 1] if "-f" in argv else ""
+    folder = os.path.dirname(os.path.abspath(connection)) if connection else ""
+    return [(folder, folder)] if folder else []
+
+
+def kernel_view() -> list[tuple[str, str]]:
+    """What a sandboxed kernel reads besides the system: the course's package and this file."""
+    grading = os.path.join(ROOT, "tools", "grading", "sandbox.py")
+    return [
+        (os.path.join(ROOT, "course_utils"), f"{sandbox.COURSE}/course_utils"),
+        (HERE, f"{sandbox.GRADER}/warm_kernel.py"),
+        (grading, f"{sandbox.GRADER}/sandbox.py"),
+    ]
+
+
+def kernel_env(env: dict[str, str]) -> dict[str, str]:
+    """A sandboxed kernel's environment: the sandbox's, and the client's Jupyter and nbgrader keys."""
+    kept = {k: v for k, v in env.items() if k.startswith(KEPT_ENV) and k != ENV_VAR}
+    kept["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    kept["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    return sandbox.inside_env(kept)
 
 
 # ----------------------------------------------------------------------------- the server
@@ -132,63 +182,66 @@ def preload() -> None:
     FigureCanvasAgg(figure).draw()
 
 
-def serve(path: str) -> int:
-    """Listen on ``path`` (first, so clients can connect at once), preload, fork kernels."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(64)
-    server = os.getpid()
-    try:
-        preload()
-        open(path + READY, "w").close()
-        while True:
-            ready = select.select([listener, sys.stdin.fileno()], [], [], 1.0)[0]
-            _reap()
-            if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
-                return 0  # whoever started us is gone
-            if listener in ready:
-                _accept(listener)
-    finally:
-        if os.getpid() == server:  # (a forked kernel never gets here; belt and braces)
-            listener.close()
-            for name in (path, path + READY):
-                try:
-                    os.unlink(name)
-                except OSError:
-                    pass
+def serve(fd: int, sandboxed: bool) -> int:
+    """Accept on the listening socket ``fd`` (made by :class:`Server`), preload, fork kernels."""
+    listener = socket.socket(fileno=fd)
+    server, kernels = os.getpid(), set()
+    if sandboxed:
+        sandbox.no_dumping()
+    preload()
+    print("ready", flush=True)
+    while True:
+        ready = select.select([listener, sys.stdin.fileno()], [], [], 1.0)[0]
+        ended = _reap(kernels)
+        if ended and sandboxed and not kernels:  # the notebook is done: nothing of it stays
+            sandbox.reset()
+        if sys.stdin.fileno() in ready and not os.read(sys.stdin.fileno(), 4096):
+            return 0  # whoever started us is gone
+        if listener in ready:
+            pid = _accept(listener, sandboxed)
+            if pid:
+                kernels.add(pid)
+        if os.getpid() != server:  # (a forked kernel never gets here; belt and braces)
+            os._exit(1)
 
 
-def _reap() -> None:
+def _reap(kernels: set[int]) -> bool:
+    ended = False
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return ended
         if pid == 0:
-            return
+            return ended
+        ended = ended or pid in kernels
+        kernels.discard(pid)
 
 
-def _accept(listener: socket.socket) -> None:
+def _accept(listener: socket.socket, sandboxed: bool) -> int:
     conn, _ = listener.accept()
     fds: list[int] = []
     try:
         conn.settimeout(10)
-        head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+        head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 4)
         head += _receive(conn, _HEADER.size - len(head))
         request = json.loads(_receive(conn, _HEADER.unpack(head)[0]))
-        if len(fds) != 3:
-            raise ValueError(f"expected the client's 3 standard streams, got {len(fds)} fds")
+        if len(fds) != 4:
+            raise ValueError(f"expected the client's 3 standard streams and folder, got {len(fds)}")
     except (OSError, ValueError, struct.error):
         for fd in fds:
             os.close(fd)
         conn.close()
-        return
+        return 0
+    if sandboxed:  # one kernel at a time: whatever an earlier one left is killed, its files gone
+        sandbox.reset()
+        _copy_folder(fds[3], sandbox.WORK)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         listener.close()
-        _kernel(conn, fds, request)  # never returns
+        _kernel(conn, fds, request, sandboxed)  # never returns
     for fd in fds:
         os.close(fd)
     try:
@@ -196,6 +249,31 @@ def _accept(listener: socket.socket) -> None:
     except OSError:
         pass  # the client is gone; the kernel's watcher notices
     conn.close()
+    return pid
+
+
+def _copy_folder(folder_fd: int, target: str, depth: int = 0, limit: list | None = None) -> None:
+    """Copy the files of the folder open as ``folder_fd`` into ``target`` (at most 200 MB), without
+    following links: the notebook's folder, as the kernel's working folder."""
+    limit = [200 << 20] if limit is None else limit
+    for entry in os.scandir(folder_fd):
+        if entry.is_symlink() or entry.name in (".", "..") or depth > 8:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            sub = os.open(
+                entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder_fd
+            )
+            os.makedirs(os.path.join(target, entry.name), exist_ok=True)
+            _copy_folder(sub, os.path.join(target, entry.name), depth + 1, limit)
+            os.close(sub)
+        elif entry.is_file(follow_symlinks=False) and entry.stat().st_size <= limit[0]:
+            limit[0] -= entry.stat().st_size
+            source = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder_fd)
+            with (
+                os.fdopen(source, "rb") as src,
+                open(os.path.join(target, entry.name), "wb") as dst,
+            ):
+                dst.write(src.read())
 
 
 def _receive(conn: socket.socket, size: int) -> bytes:
@@ -208,7 +286,7 @@ def _receive(conn: socket.socket, size: int) -> bytes:
     return data
 
 
-def _kernel(conn: socket.socket, fds: list[int], request: dict) -> None:
+def _kernel(conn: socket.socket, fds: list[int], request: dict, sandboxed: bool) -> None:
     """In the forked child: become the client's kernel; exit when it shuts down."""
     code = 1
     try:
@@ -222,15 +300,16 @@ def _kernel(conn: socket.socket, fds: list[int], request: dict) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(request["cwd"])
+        env = kernel_env(request["env"]) if sandboxed else request["env"]
+        os.chdir(sandbox.WORK if sandboxed else request["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
-        _set_path(request)
+        os.environ.update(env)
+        _set_path(env)
         _reseed()
         conn.settimeout(None)
         import threading
 
-        threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
+        threading.Thread(target=_serve_client, args=(conn,), daemon=True).start()
         import ipykernel_launcher
         from ipykernel.kernelapp import IPKernelApp
 
@@ -256,13 +335,12 @@ def _kernel(conn: socket.socket, fds: list[int], request: dict) -> None:
     os._exit(code)
 
 
-def _set_path(request: dict) -> None:
+def _set_path(env: dict) -> None:
     """sys.path as ``python -m ipykernel_launcher`` has it: without the folder the server was
     started in (IPython puts the kernel's folder back, as ``''``), with $PYTHONPATH's entries."""
-    if sys.path and sys.path[0] in ("", _STARTED_IN):
+    if sys.path and sys.path[0] in ("", os.path.dirname(HERE)):
         del sys.path[0]
-    extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    for entry in reversed(extra):
+    for entry in reversed([p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
 
@@ -275,10 +353,18 @@ def _reseed() -> None:
         numpy_random.seed()
 
 
-def _die_with_client(conn: socket.socket) -> None:
+def _serve_client(conn: socket.socket) -> None:
+    """The client's signals, forwarded as bytes; its end closed: this kernel ends too."""
+    codes = {code: getattr(signal, name) for name, code in FORWARDED.items()}
     try:
-        while conn.recv(4096):
-            pass
+        while True:
+            data = conn.recv(64)
+            if not data:
+                break
+            for byte in data:
+                signum = codes.get(bytes([byte]))
+                if signum is not None:
+                    os.kill(os.getpid(), signum)
     except OSError:
         pass
     os._exit(1)  # the client is gone (killed by the kernel manager): so is this kernel
@@ -286,7 +372,8 @@ def _die_with_client(conn: socket.socket) -> None:
 
 # ----------------------------------------------------------------------------- nbgrader's side
 class Server:
-    """A running server: its socket path and process (stopped by closing its stdin)."""
+    """A running server (in the sandbox, unless the instructor chose none): its socket's path,
+    its process (stopped by closing its standard input) and the folder of the kernels' sockets."""
 
     def __init__(self) -> None:
         import atexit
@@ -295,29 +382,44 @@ class Server:
 
         self.folder = tempfile.mkdtemp(prefix="course-warm-")
         self.path = os.path.join(self.folder, "kernel.sock")
+        self.runtime = runtime_folder()
+        self.sandboxed = sandbox.wanted()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.path)
+        listener.listen(64)
+        fd = listener.fileno()
+        argv = [sys.executable, "-s", HERE, "--serve", str(fd), str(int(self.sandboxed))]
+        env = dict(os.environ)
+        if self.sandboxed:
+            argv[2] = f"{sandbox.GRADER}/warm_kernel.py"
+            writable = [(self.runtime, self.runtime)]
+            env = kernel_env(env)
+            argv = sandbox.command(argv, read_only=kernel_view(), writable=writable, env=env)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tools.warm_kernel", "--serve", self.path],
+            argv,
             stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=[fd],
             cwd=ROOT,
+            env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches nbgrader, not the server
         )
+        listener.close()
         atexit.register(self.stop)
 
-    def wait_listening(self, timeout: float = 30.0) -> None:
-        """Block until the socket exists (the server creates it before preloading)."""
-        _wait_for(self.path, self.process, timeout)
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
+    def wait_ready(self, timeout: float = 300.0) -> None:
         """Block until the server has preloaded (before timing anything beside it)."""
-        self.wait_listening(timeout)
-        _wait_for(self.path + READY, self.process, timeout)
+        ready = select.select([self.process.stdout], [], [], timeout)[0]
+        if not ready or not self.process.stdout.readline().startswith(b"ready"):
+            raise RuntimeError("the warm kernel server did not start")
+
+    def wait_listening(self, timeout: float = 30.0) -> None:
+        """The socket exists from the start (made here): nothing to wait for."""
 
     def stop(self) -> None:
         import shutil
         import subprocess
 
-        if not os.path.exists(self.path + READY):  # still preloading: nothing to wait for
-            self.process.kill()
         if self.process.stdin and not self.process.stdin.closed:
             self.process.stdin.close()
         try:
@@ -328,14 +430,20 @@ class Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _wait_for(path: str, process, timeout: float) -> None:
-    import time
+def runtime_folder() -> str:
+    """Where kernels' connection files and ipc sockets go ($JUPYTER_RUNTIME_DIR): a private
+    folder with a short path (a Unix socket's path has 107 bytes at most), bound into sandboxes."""
+    import tempfile
 
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the warm kernel server did not get as far as {path}")
-        time.sleep(0.01)
+    current = os.environ.get("JUPYTER_RUNTIME_DIR", "")
+    if os.path.basename(current).startswith("cw-") and os.path.isdir(current):
+        return current
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~")
+    if not os.access(base, os.W_OK) or len(base) > 40:
+        base = os.path.expanduser("~")
+    folder = tempfile.mkdtemp(prefix="cw-", dir=base)
+    os.environ["JUPYTER_RUNTIME_DIR"] = folder
+    return folder
 
 
 def install_kernelspec(folder: str) -> str:
@@ -354,57 +462,97 @@ def install_kernelspec(folder: str) -> str:
     }
     with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as handle:
         json.dump(spec, handle, indent=1)
-    _put_first_on_jupyter_path(folder)
-    return spec_dir
-
-
-def _put_first_on_jupyter_path(folder: str) -> None:
     paths = [folder, *[p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return spec_dir
 
 
 _started: Server | None = None
 
 
 def start(ready: bool = False) -> str:
-    """This process's server (started once), its path set in ``$COURSE_WARM_KERNEL`` and the
-    kernelspec installed: kernels started from here on (and by child processes) can be warm.
-    ``ready``: also wait until it has preloaded. Returns the socket's path ("": not available)."""
+    """This process's server (started once, and never shared with another process: a sandboxed
+    one runs one kernel at a time), its path set in ``$COURSE_WARM_KERNEL`` and the kernelspec
+    installed. ``ready``: also wait until it has preloaded. Returns the socket's path ("": no
+    server; kernels then start plain, sandboxed unless the instructor chose otherwise)."""
     global _started
     if not available():
+        os.environ[ENV_VAR] = "0"
+        install_kernelspec(_spec_folder())
+        if sandbox.wanted():
+            runtime_folder()
         return ""
-    path = os.environ.get(ENV_VAR, "")
-    if path and os.path.exists(path):  # a parent's server (make grade's), shared
-        folder = os.path.dirname(path)
-    else:
-        if _started is None:
-            _started = Server()
-            _started.wait_listening()
-        folder, path = _started.folder, _started.path
-    if ready and _started is not None and _started.path == path:
+    if _started is None or _started.process.poll() is not None:
+        _started = Server()
+    if ready:
         _started.wait_ready()
-    os.environ[ENV_VAR] = path
-    if not os.path.exists(os.path.join(folder, "kernels", KERNEL_NAME, "kernel.json")):
-        install_kernelspec(folder)
-    else:  # written by whoever started the server: only put it on the path
-        _put_first_on_jupyter_path(folder)
-    return path
+    os.environ[ENV_VAR] = _started.path
+    install_kernelspec(_started.folder)
+    return _started.path
+
+
+def _spec_folder() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="course-kernelspec-")
+
+
+def manager(kernel_name: str = KERNEL_NAME):
+    """A ``jupyter_client`` KernelManager for ``kernel_name`` that reaches a sandboxed kernel, for
+    code that starts kernels outside nbgrader (``NotebookClient(nb, km=manager())``)."""
+    if kernel_name == KERNEL_NAME and sandbox.wanted():
+        return __getattr__("SandboxKernelManager")(kernel_name=kernel_name)
+    from jupyter_client import KernelManager
+
+    return KernelManager(kernel_name=kernel_name)
+
+
+def __getattr__(name: str):
+    """``SandboxKernelManager`` (made on first use: the client must start without jupyter_client):
+    a KernelManager whose kernel talks over ZeroMQ's ipc transport (a sandbox has no network),
+    its connection file and sockets in :func:`runtime_folder`, under a name of its own."""
+    if name != "SandboxKernelManager":
+        raise AttributeError(name)
+    import uuid
+
+    from jupyter_client import KernelManager
+    from traitlets import default
+
+    class SandboxKernelManager(KernelManager):
+        @default("transport")
+        def _transport_default(self):
+            return "ipc"
+
+        @default("connection_file")
+        def _connection_file_default(self):
+            return os.path.join(runtime_folder(), f"kernel-{uuid.uuid4().hex[:16]}.json")
+
+    globals()[name] = SandboxKernelManager
+    return SandboxKernelManager
 
 
 def configure(c) -> bool:
-    """For nbgrader_config.py: in ``nbgrader autograde``, run notebooks in warm kernels. True
-    when it did; other nbgrader commands (and the formgrader's server) are left as they were."""
+    """For nbgrader_config.py: in ``nbgrader autograde``, run notebooks in the course's kernels
+    (sandboxed, warm where possible). True when it did; other nbgrader commands (and the
+    formgrader's server) are left as they were."""
     command = sys.argv[1:2] == ["autograde"] and "nbgrader" in sys.argv[0]
-    if not command or not available():
+    if not command:
+        return False
+    refusal = sandbox.refusal()
+    if refusal:  # grading without a sandbox is the instructor's explicit choice, never a default
+        raise RuntimeError(refusal)
+    if not available() and not sandbox.wanted():
         return False
     start()
     c.Execute.kernel_name = KERNEL_NAME
+    if sandbox.wanted():  # the sandbox has no network: ZeroMQ over Unix sockets instead
+        c.Execute.kernel_manager_class = "tools.warm_kernel.SandboxKernelManager"
     return True
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--serve"] and len(argv) == 2:
-        code = serve(argv[1])
+    if argv[:1] == ["--serve"] and len(argv) == 3:
+        code = serve(int(argv[1]), argv[2] == "1")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # torch's teardown would hold up the nbgrader process waiting for us

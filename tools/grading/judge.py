@@ -380,7 +380,8 @@ class FromStudent(torch.autograd.Function):
     @staticmethod
     def forward(ctx, session, pair, pairs, value, *leaves):
         ctx.session, ctx.pair, ctx.pairs, ctx.count = session, pair, pairs, len(leaves)
-        ctx.pin = session.codec.pin(pair)  # the student process keeps its tensor while this lives
+        # the student process keeps its tensors (the output, the leaves it asks about) while this lives
+        ctx.pins = [session.codec.pin(p) for p in (pair, *pairs)]
         return value.clone()
 
     @staticmethod
