@@ -118,11 +118,13 @@ def plain(argv: list[str]) -> None:
 
         scratch = tempfile.mkdtemp(prefix="course-kernel-")
         shutil.copytree(".", scratch, dirs_exist_ok=True, symlinks=False)
+        env = kernel_env(dict(os.environ))
+        env.pop("JPY_PARENT_PID", None)  # bwrap is its parent in there: --die-with-parent instead
         command = sandbox.command(
             command,
             read_only=kernel_view(),
             writable=[(scratch, sandbox.WORK), *runtime_binds(argv)],
-            env=kernel_env(dict(os.environ)),
+            env=env,
         )
     os.execv(command[0], command)
 
@@ -497,28 +499,37 @@ def _spec_folder() -> str:
     return tempfile.mkdtemp(prefix="course-kernelspec-")
 
 
-def manager(kernel_name: str = KERNEL_NAME):
-    """A ``jupyter_client`` KernelManager for ``kernel_name`` that reaches a sandboxed kernel, for
-    code that starts kernels outside nbgrader (``NotebookClient(nb, km=manager())``)."""
-    if kernel_name == KERNEL_NAME and sandbox.wanted():
-        return __getattr__("SandboxKernelManager")(kernel_name=kernel_name)
-    from jupyter_client import KernelManager
+def manager_class(kernel_name: str = KERNEL_NAME, sync: bool = False):
+    """The ``jupyter_client`` KernelManager class that reaches ``kernel_name``'s kernels (a
+    sandboxed one talks over ipc sockets), for code that runs notebooks outside nbgrader:
+    ``NotebookClient(nb, kernel_name=..., kernel_manager_class=manager_class(...))`` (asyncio's,
+    as nbclient wants; ``sync``: the blocking one, to start a kernel by hand)."""
+    sandboxed = kernel_name == KERNEL_NAME and sandbox.wanted()
+    if sandboxed:
+        return __getattr__("SyncSandboxKernelManager" if sync else "SandboxKernelManager")
+    from jupyter_client import AsyncKernelManager, KernelManager
 
-    return KernelManager(kernel_name=kernel_name)
+    return KernelManager if sync else AsyncKernelManager
+
+
+def manager(kernel_name: str = KERNEL_NAME):
+    """A blocking KernelManager for ``kernel_name`` (:func:`manager_class`)."""
+    return manager_class(kernel_name, sync=True)(kernel_name=kernel_name)
 
 
 def __getattr__(name: str):
-    """``SandboxKernelManager`` (made on first use: the client must start without jupyter_client):
-    a KernelManager whose kernel talks over ZeroMQ's ipc transport (a sandbox has no network),
-    its connection file and sockets in :func:`runtime_folder`, under a name of its own."""
-    if name != "SandboxKernelManager":
+    """``SandboxKernelManager`` (and ``SyncSandboxKernelManager``), made on first use (the client
+    must start without jupyter_client): a KernelManager whose kernel talks over ZeroMQ's ipc
+    transport (a sandbox has no network), its connection file and sockets in
+    :func:`runtime_folder`, under a name of its own."""
+    if name not in ("SandboxKernelManager", "SyncSandboxKernelManager"):
         raise AttributeError(name)
     import uuid
 
-    from jupyter_client import KernelManager
+    from jupyter_client import AsyncKernelManager, KernelManager
     from traitlets import default
 
-    class SandboxKernelManager(KernelManager):
+    class _Sandboxed:
         @default("transport")
         def _transport_default(self):
             return "ipc"
@@ -527,8 +538,12 @@ def __getattr__(name: str):
         def _connection_file_default(self):
             return os.path.join(runtime_folder(), f"kernel-{uuid.uuid4().hex[:16]}.json")
 
-    globals()[name] = SandboxKernelManager
-    return SandboxKernelManager
+    for made, base in (
+        ("SandboxKernelManager", AsyncKernelManager),
+        ("SyncSandboxKernelManager", KernelManager),
+    ):
+        globals()[made] = type(made, (_Sandboxed, base), {"__module__": __name__})
+    return globals()[name]
 
 
 def configure(c) -> bool:

@@ -115,6 +115,9 @@ def _system_paths() -> list[str]:
         paths.append(sysconfig.get_path(key))
     paths += [sys.prefix, sys.base_prefix, sys.exec_prefix]
     paths += [os.path.dirname(os.path.realpath(sys.executable))]
+    venv = os.path.dirname(os.path.dirname(os.path.abspath(sys.executable)))
+    if os.path.exists(os.path.join(venv, "pyvenv.cfg")):  # the venv, even from `python -S`
+        paths.append(venv)
     found = []
     for path in paths:
         for candidate in {path, os.path.realpath(path)}:
@@ -167,7 +170,7 @@ def inside_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a sandboxed process: nothing of the grader's but what it names."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": WORK,
+        "HOME": "/tmp",  # IPython's and matplotlib's folders: not in the working folder
         "TMPDIR": "/tmp",
         "MPLCONFIGDIR": "/tmp/matplotlib",
         "XDG_CACHE_HOME": "/tmp/cache",
