@@ -48,16 +48,19 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 	@sh tests/browser/ensure_browser.sh $(PY)
 	COURSE_BROWSER_TESTS=1 $(PY) -m pytest -v -s tests/browser
 
-test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6)
+test-nbgrader: ## nbgrader round trip of every chapter (creates .venv-nbgrader with nbgrader 0.9.6; installs bubblewrap)
+	@sh tests/ensure_sandbox.sh
 	$(PYTHON) tools/nbgrader_roundtrip.py
 
-test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (about 9 min)
+test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (about 9 min; installs bubblewrap)
+	@sh tests/ensure_sandbox.sh
 	$(PYTHON) tools/nbgrader_roundtrip.py --class
 
-grade: ## autograde a class in parallel: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"]
-	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1]'; exit 2; }
+grade: ## autograde a class in parallel, each student in a sandbox: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [UNSANDBOXED=1]
+	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1] [UNSANDBOXED=1]'; exit 2; }
 	$(PYTHON) tools/grade.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
-	  $(if $(DB),--db "$(DB)") $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 yes true,$(FORCE)),--force)
+	  $(if $(DB),--db "$(DB)") $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 yes true,$(FORCE)),--force) \
+	  $(if $(filter 1 yes true,$(UNSANDBOXED)),--no-sandbox)
 
 report: ## what a class got wrong, after make grade: make report COURSE=dir ASSIGNMENT=name [DB=url]
 	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make report COURSE=dir ASSIGNMENT=name [DB=url]'; exit 2; }

@@ -1,10 +1,13 @@
 """The grader's guard (tools/nbgrader_honesty.py): points must be earned.
 
-Guarded as the grader's fresh process calls them, a check refuses the course's own object for its exercise (the object, a subclass that adds
-nothing, a copy of its code, a wrapper of the same name that delegates to it) and the library
-shortcuts its chapter does not allow (chapters 01-05: no F.scaled_dot_product_attention,
-no nn.MultiheadAttention, no FlexAttention); the same checks still accept honest answers, including ones that use an
-earlier chapter's exported code.
+Guarded as the grader's judge calls them, a check refuses the course's own object for its exercise
+(the object, a subclass that adds nothing, a copy of its code) and the library shortcuts its
+chapter does not allow (chapters 01-05: no F.scaled_dot_product_attention, no
+nn.MultiheadAttention, no FlexAttention), which the student process watches for while the check
+runs (the answers here live in such a process: tests/judged_plugin.py); the same checks still
+accept honest answers, including ones that use an earlier chapter's exported code. A wrapper that
+delegates to the course's code finds none to delegate to in the graded student process
+(tests/test_nbgrader_guard.py plants it).
 """
 
 import types
@@ -21,10 +24,19 @@ from tests.ch02 import correct as correct02
 from tests.ch04 import correct as correct04
 from tests.ch05 import correct as correct05
 from tests.check_helpers import assert_names_bug, assert_passes
+from tests.judged_plugin import _remote, _session
 from tools.nbgrader_honesty import SHORTCUTS, guarded_checks
 
 C = cu.chapters
 G = guarded_checks()
+
+
+@pytest.fixture(scope="module")
+def judged():
+    """The checks as the judge has them, and the answers in a student process."""
+    session = _session()
+    yield guarded_checks(session), lambda obj: _remote(session, obj)
+    session.end_check()
 
 
 def _refused(check, given, bug):
@@ -41,33 +53,12 @@ class _Sub(C.CausalAttention):
 _Copy = type("_Copy", (nn.Module,), dict(vars(C.CausalAttention)))
 
 
-class CausalAttention(nn.Module):  # a wrapper with the exercise's name, delegating to the course's
-    def __init__(self, *args, **kwargs):
-        super().__init__()
-        self.inner = C.CausalAttention(*args, **kwargs)
-        self.W_query, self.W_key, self.W_value = (
-            self.inner.W_query,
-            self.inner.W_key,
-            self.inner.W_value,
-        )
-        self.register_buffer("mask", self.inner.mask)
-
-    def forward(self, x):
-        return self.inner(x)
-
-
-def attention_weights(inputs):  # a wrapper of the course's function, with its name
-    return C.attention_weights(inputs)
-
-
 @pytest.mark.parametrize(
     ("check", "given", "how"),
     [
         (G.check_causal_attention, C.CausalAttention, ""),
         (G.check_causal_attention, _Sub, "a subclass of CausalAttention that adds nothing"),
         (G.check_causal_attention, _Copy, "a copy of its code"),
-        (G.check_causal_attention, CausalAttention, "calls the course's CausalAttention"),
-        (G.check_attention_weights, attention_weights, "calls the course's"),
         (G.check_multihead_wrapper, C.MultiHeadAttentionWrapper, ""),
         (G.check_multihead_attention, C.MultiHeadAttention, ""),
         (G.check_tiny_gpt, C.TinyGPT, ""),
@@ -93,19 +84,21 @@ def _blockwise_by_sdpa(q, k, v, block_size):
 @pytest.mark.parametrize(
     ("check", "given"),
     [
-        (G.check_context_vectors, _context_by_sdpa),
-        (G.check_self_attention_v1, correct02.V1Sdpa),
-        (G.check_causal_attention, correct04.CausalSdpa),
-        (G.check_multihead_attention, correct05.SplitSdpa),
+        ("check_context_vectors", _context_by_sdpa),
+        ("check_self_attention_v1", correct02.V1Sdpa),
+        ("check_causal_attention", correct04.CausalSdpa),
+        ("check_multihead_attention", correct05.SplitSdpa),
     ],
 )
-def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(check, given):
-    message = _refused(check, given, "shortcut_not_allowed")
+def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(judged, check, given):
+    checks, remote = judged
+    message = _refused(getattr(checks, check), remote(given), "shortcut_not_allowed")
     assert "F.scaled_dot_product_attention" in message
 
 
-def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis():
-    _refused(G.check_blockwise_attention, _blockwise_by_sdpa, "blockwise_uses_sdpa")
+def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis(judged):
+    checks, remote = judged
+    _refused(checks.check_blockwise_attention, remote(_blockwise_by_sdpa), "blockwise_uses_sdpa")
 
 
 def test_each_chapter_states_its_shortcuts():
@@ -146,9 +139,12 @@ def _blockwise_by_flex(q, k, v, block_size):
     return flex_attention(q[None, None], k[None, None], v[None, None], score_mod=causal)[0, 0]
 
 
-def test_chapter_07_refuses_flex_attention_as_the_blocks():
+def test_chapter_07_refuses_flex_attention_as_the_blocks(judged):
     """Chapter 07 states no shortcut: FlexAttention's blocks are not the student's."""
-    message = _refused(G.check_blockwise_attention, _blockwise_by_flex, "shortcut_not_allowed")
+    checks, remote = judged
+    message = _refused(
+        checks.check_blockwise_attention, remote(_blockwise_by_flex), "shortcut_not_allowed"
+    )
     assert "FlexAttention" in message and "chapter 07" in message
 
 

@@ -296,7 +296,9 @@ def test_configure_sets_the_course_kernels_only_for_nbgrader_autograde(
     """Cold kernels (COURSE_WARM_KERNEL=0) are the course's too while a sandbox is wanted: they
     start sandboxed; without one, they are nbgrader's own."""
     started = []
-    monkeypatch.setattr(warm_kernel, "start", lambda: started.append(1) or "sock")
+    from tools.grading import kernels
+
+    monkeypatch.setattr(kernels, "start", lambda: started.append(1) or "sock")
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.delenv(warm_kernel.ENV_VAR, raising=False)
     for key, value in env.items():

@@ -422,6 +422,16 @@ class Run:
             print(text, flush=True)
 
 
+def no_sandbox(allowed: bool) -> str | None:
+    """The sentence that stops a run which would grade without a sandbox the instructor did not
+    ask to do without (tools/grading/sandbox.py); ``allowed``: --no-sandbox (UNSANDBOXED=1)."""
+    from tools.grading import sandbox
+
+    if allowed:
+        os.environ[sandbox.ENV_OFF] = "1"  # the workers, their kernels and the guard do without
+    return sandbox.refusal()
+
+
 def main(argv: list[str] | None = None) -> int:
     status = in_nbgrader_venv("tools.grade", argv)
     if status is not None:
@@ -437,7 +447,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", help="gradebook URL (default: the course's, or its gradebook.db)")
     parser.add_argument("--students", nargs="+", help="only these students")
     parser.add_argument("--force", action="store_true", help="grade unchanged submissions again")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without the sandbox: students' code then runs with your permissions",
+    )
     args = parser.parse_args(argv)
+    refusal = no_sandbox(args.no_sandbox)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
     if args.workers < 1:
         parser.error(f"--workers must be 1 or more, got {args.workers}")
     if not (args.course / "nbgrader_config.py").exists():

@@ -78,6 +78,8 @@ def guard(check, session=None):
         finally:
             if session is not None:
                 session.forbidden = ()
+        if failure is not None:  # the check's own diagnosis names what it found
+            raise failure
         taken = session.seen[seen:] if session is not None else []
         if taken:
             raise Check(name).bug(
@@ -85,8 +87,6 @@ def guard(check, session=None):
                 function=forbidden[taken[0]],
                 chapter=f"chapter {chapter[2:]}",
             )
-        if failure is not None:
-            raise failure
         print(printed.getvalue(), end="")
         return result
 

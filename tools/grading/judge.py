@@ -31,6 +31,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tools.grading import wire
+from tools.grading.codec import Codec
 from tools.grading.student import DUNDERS, func_ref
 
 SAFE_ERRORS = {
@@ -133,7 +134,7 @@ _DUNDER_METHODS = {
 
 
 # ----------------------------------------------------------------------------- the codec
-class JudgeCodec(wire.Codec):
+class JudgeCodec(Codec):
     first_pair = 0
 
     def __init__(self, session) -> None:

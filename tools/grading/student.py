@@ -29,8 +29,10 @@ from torch.overrides import TorchFunctionMode
 
 try:
     from tools.grading import wire
+    from tools.grading.codec import Codec
 except ImportError:  # in the sandbox, beside this file
     import wire
+    from codec import Codec
 
 DUNDERS = (
     "__call__", "__len__", "__iter__", "__next__", "__getitem__", "__setitem__", "__delitem__",
@@ -57,7 +59,7 @@ class Callback:
         return self.server.callback(self.number, args, kwargs)
 
 
-class StudentCodec(wire.Codec):
+class StudentCodec(Codec):
     first_pair = 1
 
     def __init__(self, server) -> None:
@@ -127,11 +129,13 @@ class StudentCodec(wire.Codec):
         return super().encode_other(value, depth)
 
     def by_value(self, obj) -> bool:
+        """An instance of a class of torch's or the course's that the judge can find by name."""
         kind = type(obj)
         return (
             str(getattr(kind, "__module__", "")).startswith(wire.TRUSTED)
             and isinstance(getattr(obj, "__dict__", None), dict)
             and not isinstance(obj, (type, types.FunctionType, types.MethodType, BaseException))
+            and self.nameable(kind)
         )
 
     def encode_foreign(self, obj):
@@ -244,40 +248,42 @@ class Recorder(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # FlexAttention compiles its own call: not the student's
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if name in self.forbidden and from_student(sys._getframe(1)):
             self.seen.append(name)
         if not self.record:
             return func(*args, **kwargs)
-        codec, outer = self.codec, self.codec.local
-        codec.local = self.memo
-        try:
-            entry = [func_ref(func), codec.encode(args), codec.encode(kwargs), None, False]
-        except wire.WireError:
+        entry = self._encoded(lambda: [func_ref(func), *map(self.codec.encode, (args, kwargs))])
+        if entry is None:  # not something the judge could read: its modes do not see it
             return func(*args, **kwargs)
-        finally:
-            codec.local = outer
+        entry += [None, False]
         self.calls.append(entry)
         try:
             result = func(*args, **kwargs)
         except BaseException:
             entry[4] = True  # it raised: the judge's modes do not see it
             raise
-        if (
-            _to_cpu(name, args, kwargs)
-            and isinstance(result, torch.Tensor)
-            and args
-            and result is args[0]
-        ):
+        to_cpu = _to_cpu(name, args, kwargs) and isinstance(result, torch.Tensor)
+        if to_cpu and args and result is args[0]:
             result = result.clone()  # as from any other device: the judge may watch as if on one
+        encoded = self._encoded(lambda: [self.codec.encode(result)])
+        entry[3], entry[4] = (encoded[0], False) if encoded else (None, True)
+        return result
+
+    def _encoded(self, encode) -> list | None:
+        """``encode()`` with the record's own tensors; None (and the record as it was) on failure."""
+        codec, outer, before = self.codec, self.codec.local, dict(self.memo)
         codec.local = self.memo
         try:
-            entry[3] = codec.encode(result)
-        except wire.WireError:
-            entry[4] = True
+            return encode()
+        except Exception:  # noqa: BLE001 - a value without data (a fake tensor while compiling)
+            self.memo.clear()
+            self.memo.update(before)
+            return None
         finally:
             codec.local = outer
-        return result
 
 
 def _to_cpu(name: str, args, kwargs) -> bool:

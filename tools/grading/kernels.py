@@ -1,0 +1,217 @@
+"""nbgrader's side of the course's kernels (``tools/warm_kernel.py`` says what they are): the
+handle of the sandboxed server a grading process starts (:class:`Server`), the ``course-warm``
+kernelspec, the KernelManager that reaches a sandboxed kernel over ZeroMQ's ipc transport
+(``SandboxKernelManager``) and :func:`configure`, which the course's ``nbgrader_config.py`` calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import sys
+
+from tools.warm_kernel import (
+    HERE,
+    HISTORY,
+    KERNEL_NAME,
+    ROOT,
+    available,
+    kernel_env,
+    kernel_view,
+    sandbox,
+)
+
+ENV_VAR = "COURSE_WARM_KERNEL"
+
+
+class Server:
+    """A running server (in the sandbox, unless the instructor chose none): its socket's path,
+    its process (stopped by closing its standard input) and the folder of the kernels' sockets."""
+
+    def __init__(self) -> None:
+        import atexit
+        import subprocess
+        import tempfile
+
+        self.folder = tempfile.mkdtemp(prefix="course-warm-")
+        self.path = os.path.join(self.folder, "kernel.sock")
+        self.runtime = runtime_folder()
+        self.sandboxed = sandbox.wanted()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.path)
+        listener.listen(64)
+        fd = listener.fileno()
+        argv = [sys.executable, "-s", HERE, "--serve", str(fd), str(int(self.sandboxed))]
+        env = dict(os.environ)
+        if self.sandboxed:
+            argv[2] = f"{sandbox.GRADER}/warm_kernel.py"
+            writable = [(self.runtime, self.runtime)]
+            env = kernel_env(env)
+            argv = sandbox.command(argv, read_only=kernel_view(), writable=writable, env=env)
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=[fd],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,  # a Ctrl-C in the terminal reaches nbgrader, not the server
+        )
+        listener.close()
+        atexit.register(self.stop)
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        """Block until the server has preloaded (before timing anything beside it)."""
+        ready = select.select([self.process.stdout], [], [], timeout)[0]
+        if not ready or not self.process.stdout.readline().startswith(b"ready"):
+            raise RuntimeError("the warm kernel server did not start")
+
+    def wait_listening(self, timeout: float = 30.0) -> None:
+        """The socket exists from the start (made here): nothing to wait for."""
+
+    def stop(self) -> None:
+        import shutil
+        import subprocess
+
+        if self.process.stdin and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def runtime_folder() -> str:
+    """Where kernels' connection files and ipc sockets go ($JUPYTER_RUNTIME_DIR): a private
+    folder with a short path (a Unix socket's path has 107 bytes at most), bound into sandboxes."""
+    import tempfile
+
+    current = os.environ.get("JUPYTER_RUNTIME_DIR", "")
+    if os.path.basename(current).startswith("cw-") and os.path.isdir(current):
+        return current
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~")
+    if not os.access(base, os.W_OK) or len(base) > 40:
+        base = os.path.expanduser("~")
+    folder = tempfile.mkdtemp(prefix="cw-", dir=base)
+    os.environ["JUPYTER_RUNTIME_DIR"] = folder
+    return folder
+
+
+def install_kernelspec(folder: str) -> str:
+    """Write the ``course-warm`` kernelspec under ``folder``/kernels and put ``folder`` first on
+    JUPYTER_PATH (kernels and nbclient read it from this process's environment)."""
+    spec_dir = os.path.join(folder, "kernels", KERNEL_NAME)
+    os.makedirs(spec_dir, exist_ok=True)
+    spec = {
+        # nbclient keeps IPython's history in memory for the kernels it knows ("python3"): here too
+        "argv": [sys.executable, "-S", HERE, "-f", "{connection_file}", *HISTORY],
+        "display_name": "Python 3 (course, warm start for grading)",
+        "language": "python",
+        "interrupt_mode": "signal",
+        "metadata": {"debugger": True, "supported_encryption": ["curve"]},
+        "kernel_protocol_version": "5.5",
+    }
+    with open(os.path.join(spec_dir, "kernel.json"), "w", encoding="utf-8") as handle:
+        json.dump(spec, handle, indent=1)
+    paths = [folder, *[p for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return spec_dir
+
+
+_started: Server | None = None
+
+
+def start(ready: bool = False) -> str:
+    """This process's server (started once, and never shared with another process: a sandboxed
+    one runs one kernel at a time), its path set in ``$COURSE_WARM_KERNEL`` and the kernelspec
+    installed. ``ready``: also wait until it has preloaded. Returns the socket's path ("": no
+    server; kernels then start plain, sandboxed unless the instructor chose otherwise)."""
+    global _started
+    if not available():
+        os.environ[ENV_VAR] = "0"
+        install_kernelspec(_spec_folder())
+        if sandbox.wanted():
+            runtime_folder()
+        return ""
+    if _started is None or _started.process.poll() is not None:
+        _started = Server()
+    if ready:
+        _started.wait_ready()
+    os.environ[ENV_VAR] = _started.path
+    install_kernelspec(_started.folder)
+    return _started.path
+
+
+def _spec_folder() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="course-kernelspec-")
+
+
+def manager_class(kernel_name: str = KERNEL_NAME, sync: bool = False):
+    """The ``jupyter_client`` KernelManager class that reaches ``kernel_name``'s kernels (a
+    sandboxed one talks over ipc sockets), for code that runs notebooks outside nbgrader:
+    ``NotebookClient(nb, kernel_name=..., kernel_manager_class=manager_class(...))`` (asyncio's,
+    as nbclient wants; ``sync``: the blocking one, to start a kernel by hand)."""
+    sandboxed = kernel_name == KERNEL_NAME and sandbox.wanted()
+    if sandboxed:
+        return __getattr__("SyncSandboxKernelManager" if sync else "SandboxKernelManager")
+    from jupyter_client import AsyncKernelManager, KernelManager
+
+    return KernelManager if sync else AsyncKernelManager
+
+
+def manager(kernel_name: str = KERNEL_NAME):
+    """A blocking KernelManager for ``kernel_name`` (:func:`manager_class`)."""
+    return manager_class(kernel_name, sync=True)(kernel_name=kernel_name)
+
+
+def __getattr__(name: str):
+    """``SandboxKernelManager`` (and ``SyncSandboxKernelManager``), made on first use (the client
+    must start without jupyter_client): a KernelManager whose kernel talks over ZeroMQ's ipc
+    transport (a sandbox has no network), its connection file and sockets in
+    :func:`runtime_folder`, under a name of its own."""
+    if name not in ("SandboxKernelManager", "SyncSandboxKernelManager"):
+        raise AttributeError(name)
+    import uuid
+
+    from jupyter_client import AsyncKernelManager, KernelManager
+    from traitlets import default
+
+    class _Sandboxed:
+        @default("transport")
+        def _transport_default(self):
+            return "ipc"
+
+        @default("connection_file")
+        def _connection_file_default(self):
+            return os.path.join(runtime_folder(), f"kernel-{uuid.uuid4().hex[:16]}.json")
+
+    for made, base in (
+        ("SandboxKernelManager", AsyncKernelManager),
+        ("SyncSandboxKernelManager", KernelManager),
+    ):
+        globals()[made] = type(made, (_Sandboxed, base), {"__module__": __name__})
+    return globals()[name]
+
+
+def configure(c) -> bool:
+    """For nbgrader_config.py: in ``nbgrader autograde``, run notebooks in the course's kernels
+    (sandboxed, warm where possible). True when it did; other nbgrader commands (and the
+    formgrader's server) are left as they were."""
+    command = sys.argv[1:2] == ["autograde"] and "nbgrader" in sys.argv[0]
+    if not command:
+        return False
+    refusal = sandbox.refusal()
+    if refusal:  # grading without a sandbox is the instructor's explicit choice, never a default
+        raise RuntimeError(refusal)
+    if not available() and not sandbox.wanted():
+        return False
+    start()
+    c.Execute.kernel_name = KERNEL_NAME
+    if sandbox.wanted():  # the sandbox has no network: ZeroMQ over Unix sockets instead
+        c.Execute.kernel_manager_class = "tools.warm_kernel.SandboxKernelManager"
+    return True
