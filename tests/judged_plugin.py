@@ -4,7 +4,7 @@ function or class a test hands to a ``cu.checks.check_*`` lives in a separate st
 gets proxies of them (``tools/grading/judge.py``). A check that accepts a right answer in-process
 must accept it there too; ``tests/test_sandbox.py`` runs chapters' tests through it.
 
-    python -m pytest -p tests.judged_plugin tests/ch04      # (COURSE_UNSANDBOXED is set here)
+    python -m pytest -p tests.judged_plugin tests/ch04
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 
 import pytest
 
@@ -23,8 +22,7 @@ def _session():
     from tools.grading import session as S
 
     if "session" not in _STATE:
-        os.environ["COURSE_UNSANDBOXED"] = "1"  # the test modules are not in a sandbox's view
-        template = S.StudentTemplate()
+        template = S.StudentTemplate(sandboxed=False)  # the test modules are in no sandbox's view
         template.start()
         setup = {"real": True, "env": {}}
         _STATE["template"], _STATE["session"] = template, S.Session(template.fork(setup), 99)

@@ -186,12 +186,13 @@ ATTEMPT = (
     "    except OSError:\n"
     "        return 'OSError'"
 )
-INSIDE = "/course/course_utils/chapters/ch01/checks.py"
+INSIDE = "/course/course_utils/chapters/ch01/checks.py"  # the kernel's read-only view of it
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the sandbox is switched off (COURSE_UNSANDBOXED=1)")
 def test_a_kernel_writes_nothing_outside_and_sees_neither_the_course_nor_the_network(warm):
-    target = ROOT / "course_utils" / "chapters" / "ch01" / "checks.py"
+    target = ROOT / "course_utils" / f".probe-{os.getpid()}.py"  # nothing real at stake
+    target.write_text("PROBE = 1\n")
     before = target.read_bytes()
     km, kc = kernel()
     try:
@@ -217,6 +218,7 @@ def test_a_kernel_writes_nothing_outside_and_sees_neither_the_course_nor_the_net
     assert seen == [False, False, False]
     assert wrote == ["OSError"] * 3
     assert target.read_bytes() == before
+    target.unlink()
     assert network != 0
 
 

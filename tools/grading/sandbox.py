@@ -141,10 +141,11 @@ def command(
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, *_ISOLATION]
     system = _system_paths()
-    ours = (*SCRATCH, GRADER, COURSE)
-    for path in [*system, *(inside for _, inside in [*read_only, *writable])]:
-        clash = next((o for o in ours if path == o or path.startswith(o + "/")), None)
-        if clash and path not in [inside for _, inside in [*read_only, *writable]]:
+    for path, mounts in [(p, (*SCRATCH, GRADER, COURSE)) for p in system] + [
+        (inside, SCRATCH) for _, inside in [*read_only, *writable]
+    ]:
+        clash = next((o for o in mounts if path == o or path.startswith(o + "/")), None)
+        if clash:
             raise RuntimeError(
                 f"cannot make the sandbox: {path} is under {clash}, which the sandbox replaces"
             )
