@@ -62,6 +62,10 @@ def test_a_sandboxed_process_sees_no_repository_and_writes_only_its_scratch():
 def test_a_view_may_not_bind_over_the_sandboxs_own_folders():
     with pytest.raises(RuntimeError, match="under /tmp"):
         sandbox.command(["true"], read_only=[("/etc", "/tmp/etc")], writable=[("/tmp", "/x")])
+    # a folder bound in a scratch folder's place replaces it (a cold kernel's copied folder)
+    argv = sandbox.command(["true"], writable=[("/tmp", sandbox.WORK)])
+    mounts = list(zip(argv, argv[1:]))
+    assert ("--tmpfs", sandbox.WORK) not in mounts and ("--tmpfs", "/tmp") in mounts
 
 
 def test_without_bubblewrap_make_grade_refuses_in_one_sentence(monkeypatch):
@@ -164,6 +168,14 @@ def test_the_version_counter_falls_back_to_the_values(monkeypatch):
     before = wire.version(t)
     t.add_(1)
     assert wire.version(t) != before and wire.version(t) == wire.version(t)
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_an_attribute_read_is_named_with_or_without_the_tensor_base(monkeypatch, private):
+    if not private:
+        monkeypatch.setattr(wire, "TENSOR_BASE", "NoSuchName")  # the fallback: Tensor's first base
+    assert student.func_ref(torch.Tensor.shape.__get__) == ("get", "shape")
+    assert student.func_ref(torch.Tensor.add)[0] == "meth"
 
 
 class _Always(TorchFunctionMode):

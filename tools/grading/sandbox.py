@@ -141,10 +141,12 @@ def command(
     bwrap = shutil.which("bwrap") or "bwrap"
     args = [bwrap, *_ISOLATION]
     system = _system_paths()
-    for path, mounts in [(p, (*SCRATCH, GRADER, COURSE)) for p in system] + [
-        (inside, SCRATCH) for _, inside in [*read_only, *writable]
+    binds = [inside for _, inside in [*read_only, *writable]]
+    for path, mounts, exact in [(p, (*SCRATCH, GRADER, COURSE), True) for p in system] + [
+        (inside, SCRATCH, False) for inside in binds
     ]:
-        clash = next((o for o in mounts if path == o or path.startswith(o + "/")), None)
+        # a bind may take a scratch folder's place (the cold kernel's copied folder), not sit in it
+        clash = next((o for o in mounts if (exact and path == o) or path.startswith(o + "/")), None)
         if clash:
             raise RuntimeError(
                 f"cannot make the sandbox: {path} is under {clash}, which the sandbox replaces"
@@ -153,7 +155,8 @@ def command(
         args += ["--ro-bind", path, path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     for path in SCRATCH:
-        args += ["--tmpfs", path]
+        if path not in binds:
+            args += ["--tmpfs", path]
     for source, inside in read_only:
         args += ["--ro-bind", os.path.realpath(source), inside]
     for source, inside in writable:

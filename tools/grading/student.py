@@ -299,7 +299,7 @@ def func_ref(func) -> tuple:
     owner = getattr(func, "__self__", None)
     if (
         type(owner).__name__ == "getset_descriptor"
-        and getattr(owner, "__objclass__", None) is torch._C.TensorBase
+        and getattr(owner, "__objclass__", None) is wire.tensor_base()
     ):
         return ("get", owner.__name__)
     objclass = getattr(func, "__objclass__", None)

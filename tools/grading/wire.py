@@ -83,7 +83,7 @@ def _exactly(sock, size: int) -> bytes:
 # ----------------------------------------------------------------------------- torch's privates
 # tools/'s one home of torch's private API (tests/test_house.py), each name with a fallback that
 # tests/test_sandbox.py exercises with the name taken away.
-VERSION, NO_FUNCTION = "_version", "DisableTorchFunction"
+VERSION, NO_FUNCTION, TENSOR_BASE = "_version", "DisableTorchFunction", "TensorBase"
 STACK, POP, PUSH = (
     "_get_current_function_mode_stack",
     "_pop_torch_function_stack",
@@ -99,6 +99,13 @@ def version(t: torch.Tensor) -> int:
         return counter
     with torch.no_grad():
         return hash(tensor_state(t)[2]) if t.device.type != "meta" else 0
+
+
+def tensor_base() -> type:
+    """torch's C tensor class, the owner of a tensor's attributes (private ``torch._C.TensorBase``;
+    without it: torch.Tensor's first base)."""
+    found = getattr(torch._C, TENSOR_BASE, None)
+    return found if isinstance(found, type) else torch.Tensor.__mro__[1]
 
 
 def no_torch_function():
