@@ -122,24 +122,6 @@ def test_the_template_reruns_each_notebook_in_a_fresh_fork(tmp_path):
         assert guard.Template.process.wait(timeout=30) == 0
 
 
-def test_a_check_stopped_by_nbgrader_says_so_in_words():
-    """nbgrader's per-cell limit interrupts the kernel: the check cell shows why, not a bare
-    KeyboardInterrupt."""
-    import types
-
-    cell = new_code_cell("cu.checks.check_softmax(softmax_stable)")
-    cell.outputs = [
-        nbformat.v4.new_output(
-            "error", ename="KeyboardInterrupt", evalue="", traceback=["KeyboardInterrupt"]
-        )
-    ]
-    nb = new_notebook(cells=[cell])
-    guard.FreshChecks._explain_timeouts(types.SimpleNamespace(cell_timeout=300), nb, [0])
-    (output,) = cell.outputs
-    assert output.ename == "Timeout" and "stopped after 300 seconds" in output.evalue
-    assert all(len(line) <= feedback.WIDTH for line in output.traceback)
-
-
 def test_an_explorer_cell_is_not_run_again_but_any_other_code_is(tmp_path):
     """The fresh run skips a cell that is only one explorer call (it draws, defines nothing); a cell
     with anything more, such as an answer written beside the call, runs as before."""

@@ -190,12 +190,13 @@ def preload() -> None:
 def rerun(
     nb,
     only: set[str] | None = None,
-    cell_timeout: int = 0,
+    cell_timeout: int | list[int] = 0,
     prune: bool = False,
     counts: dict | None = None,
 ) -> dict[str, str | None]:
     """Run ``nb``'s code cells in this (fresh) process; {check grade_id: None or diagnosis} of the
-    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds. ``prune``:
+    checks in ``only`` (default: all); each cell stops after ``cell_timeout`` seconds (a list:
+    each cell's own limit, by index, as the kernel had it). ``prune``:
     only the cells :func:`needed_cells` keeps; ``counts`` gets the code cells up to the last
     check (``cells``) and how many of them ran (``ran``)."""
     preload()
@@ -222,24 +223,26 @@ def rerun(
     for index, cell in enumerate(nb.cells[: last + 1]):
         if cell.cell_type != "code" or (index not in checked and only_draws(cell.source)):
             continue  # an explorer's picture changes no check: the kernel has drawn it already
-        if index not in kept:
-            continue  # no check reads what this cell binds: see needed_cells and confirm
+        if index not in kept or cell.metadata.get("course_grading", {}).get("stopped"):
+            continue  # no check reads what this cell binds (see needed_cells and confirm), or the
+            # kernel died in it (tools/nbgrader_stops.py): it would end this fresh run too
         counts["ran"] += 1
+        seconds = cell_timeout[index] if isinstance(cell_timeout, list) else cell_timeout
         sink = io.StringIO()
         if index not in checked:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                with contextlib.suppress(CellTimeout), time_limit(cell_timeout):
+                with contextlib.suppress(CellTimeout), time_limit(seconds):
                     shell.run_cell(cell.source, store_history=False, silent=True)
             continue
         grade_id = cell.metadata["nbgrader"]["grade_id"]
         restore(saved)
         namespace = dict(shell.user_ns, cu=stand_in)
         try:
-            with contextlib.redirect_stdout(sink), time_limit(cell_timeout):
+            with contextlib.redirect_stdout(sink), time_limit(seconds):
                 exec(compile(cell.source, f"<check cell {grade_id}>", "exec"), namespace)
             verdicts[grade_id] = None
         except CellTimeout:
-            verdicts[grade_id] = timed_out(cell_timeout)
+            verdicts[grade_id] = timed_out(seconds)
         except failure_type as exc:
             verdicts[grade_id] = str(exc)
         except Exception as exc:  # noqa: BLE001 - any crash loses the points, in words
@@ -329,7 +332,7 @@ class Template:
 
     @classmethod
     def run(
-        cls, path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False
+        cls, path: str, folder: str, ids: list[str], cell_timeout, limit: int, prune=False
     ) -> dict:
         """{"verdicts": {grade_id: None or diagnosis}, "cells": .., "ran": ..} of one fresh run."""
         cls.start()
@@ -360,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebook", nargs="?")
     parser.add_argument("--serve", action="store_true", help="be the template FreshChecks forks")
     parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
-    parser.add_argument("--cell-timeout", type=int, default=0, help="seconds per cell (0: none)")
+    parser.add_argument(
+        "--cell-timeout", type=json.loads, default=0, help="seconds per cell (0: none), or a list"
+    )
     parser.add_argument("--prune", action="store_true", help="skip cells no check needs")
     args = parser.parse_args(argv)
     if args.serve:
@@ -378,7 +383,12 @@ def main(argv: list[str] | None = None) -> int:
 class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor")):
     """nbgrader preprocessor: each check's verdict from a fresh process (see the module text)."""
 
-    cell_timeout = 300  # seconds per cell, as nbgrader's Execute.timeout in the course's config
+    def cell_limits(self, nb) -> list[int]:
+        """Each cell's limit in seconds, by index: the kernel's own (the config's
+        ``Execute.timeout_func``, else ``Execute.timeout``), so a hang costs this run no more."""
+        execute = self.config.get("Execute", {})
+        limit = execute.get("timeout_func") or (lambda cell: execute.get("timeout", 300))
+        return [int(limit(c)) if c.cell_type == "code" else 0 for c in nb.cells]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -387,7 +397,6 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
 
     def preprocess(self, nb, resources):
         cells = graded_checks(nb)
-        self._explain_timeouts(nb, cells)
         for index in cells:  # the feedback shows the diagnosis, wrapped, not our traceback
             for output in nb.cells[index].outputs:
                 if output.output_type == "error" and output.ename == "CheckFailure":
@@ -421,35 +430,20 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
             cell.outputs.insert(0, _error(wrap(text)))
         return nb, resources
 
-    def _explain_timeouts(self, nb, cells: list[int]) -> None:
-        """A check stopped by nbgrader's time limit shows words, not a bare KeyboardInterrupt."""
-        for index in cells:
-            for output in nb.cells[index].outputs:
-                if output.output_type == "error" and output.ename in (
-                    "KeyboardInterrupt",
-                    "CellTimeoutError",
-                    "TimeoutError",
-                ):
-                    text = wrap(timed_out(self.cell_timeout))
-                    output.ename, output.evalue, output.traceback = (
-                        "Timeout",
-                        text,
-                        text.split("\n"),
-                    )
-
     def _run(self, nb, folder: str, ids: list[str]) -> tuple[dict, dict]:
         import nbformat
 
         with tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False) as handle:
             nbformat.write(nb, handle)
-        limit = self.cell_timeout * (len(nb.cells) + 1)
+        limits = self.cell_limits(nb)
+        limit = sum(limits) + 120  # every cell at its limit, and the fork's start
         try:
-            return confirm(handle.name, folder, ids, self.cell_timeout, limit)
+            return confirm(handle.name, folder, ids, limits, limit)
         finally:
             os.unlink(handle.name)
 
 
-def confirm(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int):
+def confirm(path: str, folder: str, ids: list[str], cell_timeout: int | list[int], limit: int):
     """(verdicts, report) of the checks ``ids``: a pruned fresh run, then, for the checks that
     did not pass in it, a full one whose verdicts replace theirs (see the module text); the report
     holds the pruned run's ``cells`` and ``ran`` and the ``fallback`` grade_ids."""
@@ -466,10 +460,10 @@ def confirm(path: str, folder: str, ids: list[str], cell_timeout: int, limit: in
     return verdicts, dict(cells=pruned.get("cells", 0), ran=pruned.get("ran", 0), fallback=fallback)
 
 
-def _spawned(path: str, folder: str, ids: list[str], cell_timeout: int, limit: int, prune=False):
+def _spawned(path: str, folder: str, ids: list[str], cell_timeout, limit: int, prune=False):
     """A fresh interpreter for one notebook (where there is no fork), as :meth:`Template.run`."""
     command = [sys.executable, "-m", "tools.nbgrader_guard", path, *["--prune"] * prune]
-    command += ["--cell-timeout", str(cell_timeout), "--only", *ids]
+    command += ["--cell-timeout", json.dumps(cell_timeout), "--only", *ids]
     try:
         done = subprocess.run(
             command, cwd=folder, env=_env(), capture_output=True, text=True, timeout=limit
