@@ -151,9 +151,11 @@ def notebook_problems(notebook: Path, limits: dict) -> list[str]:
         if names & set(TIMEOUT_NAMES):
             ref = limits["seconds"].get(key)
             usual = (
-                f"the solution's cell takes {ref:.1f} s"
-                if ref is not None
-                else "a cell of the student's own"
+                "a cell of the student's own"
+                if ref is None
+                else f"the solution's cell takes {ref:.1f} s"
+                if ref >= 0.05
+                else "the solution's cell takes under 0.1 s"
             )
             lines.append(
                 f"{notebook.stem}: {cell_label(nb, index)} was stopped at its limit, {limit:.0f} s "
