@@ -160,9 +160,11 @@ def test_unknown_ids_and_malformed_metadata_become_ordinary_cells(handed_in, rel
 
 def test_a_forged_grader_note_is_removed_and_the_real_one_lists_each_change(handed_in, release_nb):
     feedback.note(handed_in, "restored", "Nothing was changed.")  # written by the student
-    handed_in.metadata.pop(feedback.EVENTS)
+    handed_in.cells[5].metadata[feedback.EVENTS] = {"stopped": "kernel-died"}  # skip me, guard
     said = _restored(handed_in, release_nb)
     assert said == ["a cell presenting itself as the grader's note was removed"]
+    assert feedback.events(handed_in) == []
+    assert all(feedback.EVENTS not in c.metadata for c in handed_in.cells)
     assert not any(feedback.NOTE_MARKER in c.source for c in handed_in.cells)
     for sentence in said:
         feedback.note(handed_in, "restored", sentence)

@@ -191,8 +191,9 @@ def collect(course: Path, assignment: str, db: str | None = None) -> Report:
             student = submission.student.id
             for nb in submission.notebooks:
                 graded = course / "autograded" / student / assignment / f"{nb.name}.ipynb"
-                cells = nbformat.read(graded, as_version=4).cells if graded.exists() else None
-                said = events(nbformat.read(graded, as_version=4)) if graded.exists() else []
+                autograded = nbformat.read(graded, as_version=4) if graded.exists() else None
+                cells = autograded.cells if autograded else None
+                said = events(autograded) if autograded else []
                 happened += [(student, nb.name, e["kind"], e["text"]) for e in said]
                 kinds = {e["kind"] for e in said}
                 errors = {_nbgrader(c).get("grade_id"): _first_error(c) for c in cells or []}

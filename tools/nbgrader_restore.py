@@ -5,7 +5,7 @@ copied check or answer cell keeps its ``grade_id``, so the id appears twice; a c
 release does not have; a check whose ``grade`` flag was switched off), fixes others without a
 word (an edited locked cell, changed points, a check turned into markdown), and lets a deleted
 check, or one whose metadata was removed, wait for a person. Measured on chapter 01 with nbgrader
-0.9.6 (2026-11-29): the first three score 0 for every check of the notebook.
+0.9.6 (2026-11-28): the first three score 0 for every check of the notebook.
 
 :class:`RestoreFromRelease` runs first among ``nbgrader autograde``'s *sanitize* preprocessors
 (the course's ``nbgrader_config.py`` puts it there): every cell with an id of the release gets the
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.nbgrader_feedback import NOTE_MARKER, note
+from tools.nbgrader_feedback import EVENTS, NOTE_MARKER, note
 from tools.optional import optional_base
 
 SCHEMA_VERSION = 3
@@ -118,6 +118,8 @@ def restore(nb, release: list[Released]) -> list[str]:
     """Put ``nb``'s nbgrader cells back as ``release`` (its cells in notebook order) has them, in
     place; return one sentence per change (cell numbers are those of the notebook handed in)."""
     said: list[str] = []
+    for holder in (nb, *nb.cells):  # only the grader writes these (its notes, a dead cell's mark)
+        holder.metadata.pop(EVENTS, None)
     by_id = {r.grade_id: r for r in release}
     forged = [c for c in nb.cells if c.cell_type == "markdown" and NOTE_MARKER in c.source]
     if forged:
@@ -294,7 +296,6 @@ class RestoreFromRelease(optional_base("nbgrader.preprocessors", "NbGraderPrepro
         from nbgrader.api import Gradebook
 
         info = resources["nbgrader"]
-        nb.metadata.pop("course_grading", None)  # only the grader writes it
         try:
             coursedir = self.parent.parent.coursedir  # exporter -> converter (nbgrader's Autograde)
             folder = coursedir.format_path(coursedir.source_directory, ".", info["assignment"])

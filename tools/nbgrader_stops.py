@@ -24,14 +24,22 @@ died. Every cell, stand-in or not, keeps its own limit.
 
 from __future__ import annotations
 
-from tools.nbgrader_feedback import cell_label, kernel_died, note, raised_interrupt, timed_out, wrap
+from tools.nbgrader_feedback import (
+    EVENTS,
+    cell_label,
+    kernel_died,
+    note,
+    raised_interrupt,
+    timed_out,
+    wrap,
+)
 from tools.optional import optional_base
 
 MAX_DEATHS = 3
 TIMEOUT, RAISED, DIED = "Timeout", "KeyboardInterrupt", "KernelDied"  # the enames left in outputs
 STAND_IN = "raise RuntimeError('not run again: the kernel died in this cell')"
 GIVEN_UP = "raise RuntimeError('not run: the kernel died {n} times in this notebook')"
-STOPPED = "course_grading"  # a cell's metadata key: {"stopped": "kernel-died"}
+STOPPED = EVENTS  # also a cell's metadata key: {"stopped": "kernel-died"} (the guard skips it)
 
 
 def _error(ename: str, text: str, extra: list[str] = ()):
