@@ -16,7 +16,9 @@ FILES = sorted(p.stem for p in R.FILES.glob("*.json"))
 
 def test_the_page_shows_exactly_the_files():
     text = R.PAGE.read_text(encoding="utf-8")
-    assert text == R.render(text), "docs/results.md differs from docs/results/*.json: run `make results`"
+    assert text == R.render(text), (
+        "docs/results.md differs from docs/results/*.json: run `make results`"
+    )
     shown = [m["name"] for m in R.BLOCK.finditer(text)]
     assert sorted(shown) == FILES, "each result file is shown once, and each table has its file"
 
@@ -72,9 +74,14 @@ def test_a_row_without_its_date_commit_machine_or_load_is_refused(copy):
 
 
 def test_rows_measured_alike_say_so_once_and_others_per_row():
-    rows = [{"x": i, "date": "d", "commit": "c", "machine": "m", "load": "1", "source": "s"} for i in (1, 2)]
+    rows = [
+        {"x": i, "date": "d", "commit": "c", "machine": "m", "load": "1", "source": "s"}
+        for i in (1, 2)
+    ]
     data = {"title": "t", "key": ["x"], "columns": [["x", "x"]], "rows": rows}
-    assert R.table(data).splitlines()[0] == "| x |" and "*Every row: d, commit c, m, load 1; s.*" in R.table(data)
+    assert R.table(data).splitlines()[
+        0
+    ] == "| x |" and "*Every row: d, commit c, m, load 1; s.*" in R.table(data)
     rows[1]["load"] = "9"
     assert R.table(data).splitlines()[0] == "| x | date | commit | machine | load | source |"
 
@@ -98,14 +105,28 @@ def test_the_bench_rows_are_the_longest_length_of_each_mode(copy):
 
     folder, _ = copy
     rows = [
-        BenchRow("sdpa_causal", "(5) SDPA", mode, n, "ok", median_ms=n / 10, q1_ms=1, q3_ms=2,
-                 rel_sdpa=1.0, rank="1", threads=1)  # fmt: skip
+        BenchRow(
+            "sdpa_causal",
+            "(5) SDPA",
+            mode,
+            n,
+            "ok",
+            median_ms=n / 10,
+            q1_ms=1,
+            q3_ms=2,
+            rel_sdpa=1.0,
+            rank="1",
+            threads=1,
+        )  # fmt: skip
         for mode in ("forward", "forward+backward")
         for n in (128, 1024)
     ]
     R.record_bench(rows, "cpu", 1.0, folder)
     new = [r for r in R.load("bench", folder)["rows"] if r["source"] == "make bench"]
-    assert sorted((r["mode"], r["n"]) for r in new) == [("forward", 1024), ("forward+backward", 1024)]
+    assert sorted((r["mode"], r["n"]) for r in new) == [
+        ("forward", 1024),
+        ("forward+backward", 1024),
+    ]
     assert new[0]["ms"] == "102 [1-2]"
 
 

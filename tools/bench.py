@@ -108,7 +108,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--compare", type=Path, nargs=2, metavar="CSV", help="compare two runs' rankings"
     )
     p.add_argument(
-        "--record", action="store_true", help="write the result rows into docs/results/ (make bench)"
+        "--record",
+        action="store_true",
+        help="write the result rows into docs/results/ (make bench)",
     )
     return p.parse_args(argv)
 

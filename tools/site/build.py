@@ -18,7 +18,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -39,7 +38,9 @@ SIZE_LIMIT = 100 * 2**20
 GUIDES = ("students", "instructors", "results", "site")
 """The pages of docs/ in the sidebar's order (docs/index.md is the site's front page)."""
 
-_FIGURE = re.compile(r"\(data:image/png;base64,[A-Za-z0-9+/=]+ \"(?P<path>figures/[\w.-]+\.png)\"\)")
+_FIGURE = re.compile(
+    r"\(data:image/png;base64,[A-Za-z0-9+/=]+ \"(?P<path>figures/[\w.-]+\.png)\"\)"
+)
 _BADGE = re.compile(r"^\[!\[Open In Colab\]\(.*\)\]\(.*\)\s*$", re.MULTILINE)
 
 
@@ -81,18 +82,24 @@ def explorer_html(manifest: dict) -> str:
                 f"{html.escape(text)}</option>"
                 for k, text in enumerate(control["labels"])
             )
-            rows.append(f'<label><span>{label}</span><select data-control="{c}">{options}</select></label>')
+            rows.append(
+                f'<label><span>{label}</span><select data-control="{c}">{options}</select></label>'
+            )
         else:
             rows.append(
                 f'<label><span>{label}</span><input type="range" data-control="{c}" min="0" '
                 f'max="{len(control["labels"]) - 1}" step="1" value="{control["start"]}">'
                 f'<output data-for="{c}">{html.escape(control["labels"][control["start"]])}</output></label>'
             )
-    notes = ["Every picture was drawn by the course's code when this site was built: no kernel runs."]
+    notes = [
+        "Every picture was drawn by the course's code when this site was built: no kernel runs."
+    ]
     if manifest["coarse"]:
         notes.append(f"Coarser steps than in the notebook: {html.escape(manifest['coarse'])}.")
     if any(c["kind"] == "text" for c in manifest["controls"]):
-        notes.append("The text is the notebook's; typing another needs a kernel (open the chapter in Colab).")
+        notes.append(
+            "The text is the notebook's; typing another needs a kernel (open the chapter in Colab)."
+        )
     if manifest["name"] in ("training_explorer", "layer_explorer"):
         notes.append(
             "Its snapshots come from running the chapter's earlier cells again at build time, so trained "
@@ -120,7 +127,9 @@ def stage_chapter(path: Path, manifests: dict[int, dict]) -> nbformat.NotebookNo
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             cell.source = _FIGURE.sub(
-                lambda m: f'(../{m["path"]} "{m["path"]}")' if (ROOT / m["path"]).exists() else m[0],
+                lambda m: (
+                    f'(../{m["path"]} "{m["path"]}")' if (ROOT / m["path"]).exists() else m[0]
+                ),
                 cell.source,
             )
         elif "setup" in cell.metadata.get("tags", []):
@@ -138,13 +147,31 @@ def chapter_title(nb) -> str:
     return nb.cells[0].source.split("\n")[0].lstrip("# ").strip()
 
 
+_POINTS = re.compile(r"<!-- site: points -->\n.*?<!-- end site -->", re.S)
+
+
+def chapter_table(notebooks: list) -> str:
+    """The front page's table of chapters, from each solution's title and ``course`` metadata."""
+    rows = ["| # | Chapter | You build | Explorer |", "|---|---|---|---|"]
+    for path, nb in notebooks:
+        number, _, title = chapter_title(nb).partition(" · ")
+        course = nb.metadata.get("course", {})
+        builds = course.get("builds", "").replace("|", "\\|")
+        rows.append(f"| {number} | [{title.split(':')[0]}](chapters/{path.name}) | {builds} | "
+                    f"{course.get('explorer') or '–'} |")  # fmt: skip
+    return "\n".join(rows) + "\n"
+
+
 def stage(manifests: list[dict], src: Path = SRC) -> list[str]:
     """Write the Sphinx source folder; return the chapter page names in order."""
-    chapters = []
+    from tools import nbgrader_meta
+
+    chapters, notebooks = [], []
     wanted = {"index.md"}
     for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
         mine = {m["cell"]: m for m in manifests if m["notebook"] == f"solutions/{path.name}"}
         nb = stage_chapter(path, mine)
+        notebooks.append((path, nb))
         write_if_changed(src / "chapters" / path.name, nbformat.writes(nb))
         exercise = ROOT / "notebooks" / path.name
         write_if_changed(src / "_extra" / "exercises" / path.name, exercise.read_bytes())
@@ -154,12 +181,14 @@ def stage(manifests: list[dict], src: Path = SRC) -> list[str]:
         write_if_changed(src / "figures" / figure.name, figure.read_bytes())
         wanted.add(f"figures/{figure.name}")
     for guide in GUIDES:
-        write_if_changed(src / f"{guide}.md", (ROOT / "docs" / f"{guide}.md").read_text(encoding="utf-8"))
+        text = (ROOT / "docs" / f"{guide}.md").read_text(encoding="utf-8")
+        text = _POINTS.sub(lambda m: nbgrader_meta.points_table(), text)
+        write_if_changed(src / f"{guide}.md", text)
         wanted.add(f"{guide}.md")
     front = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     toc = "\n".join(
-        ["", "```{toctree}", ":caption: Chapters", ":maxdepth: 1", "", *chapters, "```", "",
-         "```{toctree}", ":caption: Guides", ":maxdepth: 1", "", *GUIDES, "```", ""]
+        ["", "## Chapters", "", chapter_table(notebooks), "```{toctree}", ":hidden:", ":caption: Chapters", ":maxdepth: 2", "", *chapters, "```", "",
+         "```{toctree}", ":hidden:", ":caption: Guides", ":maxdepth: 1", "", *GUIDES, "```", ""]
     )  # fmt: skip
     write_if_changed(src / "index.md", front + toc)
     for path in sorted(src.rglob("*")):  # files of chapters or figures that are gone
@@ -174,10 +203,14 @@ def folder_bytes(folder: Path) -> tuple[int, int]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.site.build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.site.build", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--sphinx", default=str(ROOT / ".venv-site" / "bin" / "sphinx-build"))
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", "2")))
-    parser.add_argument("--no-record", action="store_true", help="leave docs/results/site.json alone")
+    parser.add_argument(
+        "--no-record", action="store_true", help="leave docs/results/site.json alone"
+    )
     args = parser.parse_args(argv)
     began, cpu = time.perf_counter(), os.times()
     load = os.getloadavg()[0]
@@ -185,7 +218,15 @@ def main(argv=None) -> int:
     rendered = time.perf_counter() - began
     chapters = stage(manifests)
     print(f"staged {len(chapters)} chapters and {len(GUIDES) + 1} pages in {SRC.relative_to(ROOT)}")
-    sphinx = [args.sphinx, "-b", "html", "-c", str(ROOT / "tools" / "site"), "-d", str(BUILD / "doctrees")]
+    sphinx = [
+        args.sphinx,
+        "-b",
+        "html",
+        "-c",
+        str(ROOT / "tools" / "site"),
+        "-d",
+        str(BUILD / "doctrees"),
+    ]
     done = subprocess.run([*sphinx, "-q", "-W", "--keep-going", str(SRC), str(HTML)], check=False)
     if done.returncode:
         return done.returncode

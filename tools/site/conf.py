@@ -23,18 +23,23 @@ exclude_patterns = ["_extra/**"]
 nb_execution_mode = "off"  # the stored outputs are the page: nothing is re-executed
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3  # links to a guide's sections (results.md#grading)
 suppress_warnings = ["mystnb.unknown_mime_type"]
 html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = [str(HERE / "static"), str(ROOT / "build" / "site" / "frames")]
-html_extra_path = ["_extra"]
+html_extra_path = [str(ROOT / "build" / "site" / "src" / "_extra")]  # the exercises to download
 html_css_files = ["course-site.css"]
 html_js_files = [("course-explorer.js", {"defer": "defer"})]
 html_theme_options = {
     "repository_url": "https://github.com/attention-from-scratch/attention-from-scratch",
     "use_repository_button": True,
+    "use_download_button": False,  # chapter pages link their exercise; sources are not copied
     "home_page_in_toc": True,
     "show_toc_level": 2,
+    # No right-hand column: the article gets the width that keeps every figure and frame readable
+    # (>= 821 and 844 px in a 1280 px window, tests/site); the left sidebar lists a chapter's sections.
+    "secondary_sidebar_items": [],
 }
 html_show_sourcelink = False
 html_copy_source = False

@@ -175,7 +175,9 @@ def start(found: Found, root: Path = ROOT):
         plotting._display = saved
     live = [obj for obj in shown if isinstance(obj, plotting.Explorer)]
     if len(live) != 1:
-        raise RuntimeError(f"{found.notebook}: {found.call} showed {shown!r}, not one live explorer")
+        raise RuntimeError(
+            f"{found.notebook}: {found.call} showed {shown!r}, not one live explorer"
+        )
     _started[found] = live[0]
     return live[0]
 
@@ -210,7 +212,9 @@ def describe(explorer, name: str) -> tuple[list[Control], list[list]]:
             kept = [k for k, v in enumerate(vals) if any(_same(v, w) for w in caps[key])]
             missing = [w for w in caps[key] if not any(_same(v, w) for v in vals)]
             if missing:
-                raise ValueError(f"CAPS[{name!r}][{key!r}] names {missing}, not values of {label!r}")
+                raise ValueError(
+                    f"CAPS[{name!r}][{key!r}] names {missing}, not values of {label!r}"
+                )
             kept = sorted(set(kept) | {start})
             start = kept.index(start)
             vals, labels = [vals[k] for k in kept], [labels[k] for k in kept]

@@ -34,7 +34,9 @@ PAGE = ROOT / "docs" / "results.md"
 ALWAYS = [["date", "date"], ["commit", "commit"], ["machine", "machine"], ["load", "load"]]
 """Columns every table ends with (and every row must fill), then ``source``: how the row was made."""
 SOURCE = ["source", "source"]
-BLOCK = re.compile(r"(<!-- results: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S)
+BLOCK = re.compile(
+    r"(<!-- results: (?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- end results -->)", re.S
+)
 
 
 # ----------------------------------------------------------------------------- files and tables
@@ -104,6 +106,7 @@ def today() -> str:
 
 def commit() -> str:
     """The short commit, with ``+changes`` when tracked files differ from it."""
+
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return done.stdout.strip() if done.returncode == 0 else ""
@@ -188,7 +191,9 @@ def record_compare(first: str, second: str, folder: Path | None = None) -> None:
     record("bench_compare", [row], folder)
 
 
-def record_explorers(timings, chapters: dict, load_at_start: float, folder: Path | None = None) -> None:
+def record_explorers(
+    timings, chapters: dict, load_at_start: float, folder: Path | None = None
+) -> None:
     """``make bench-explorers``: each explorer's median change time in the kernel."""
     source = "make bench-explorers"
     record(
@@ -273,7 +278,9 @@ def record_compat(junit: str, folder: Path | None = None) -> None:
 
     suites = ET.parse(junit).getroot()
     suites = [suites] if suites.tag == "testsuite" else list(suites)
-    count = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    count = {
+        k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")
+    }
     failed = count["failures"] + count["errors"]
     row = {
         "torch": md.version("torch"),

@@ -7,8 +7,10 @@ document.querySelectorAll(".course-explorer").forEach(function (box) {
   var img = box.querySelector("img.ce-frame");
   var message = box.querySelector(".ce-message");
   var loaded = {};
-  function position() {
-    return inputs.map(function (input) { return Number(input.value); });
+  function position() { // one index per control; a fixed control (a text box) stays at 0
+    var at = m.controls.map(function () { return 0; });
+    inputs.forEach(function (input) { at[Number(input.dataset.control)] = Number(input.value); });
+    return at;
   }
   function frameAt(at) {
     return m.frames[at.reduce(function (i, k, c) { return i + k * m.strides[c]; }, 0)];
@@ -21,7 +23,8 @@ document.querySelectorAll(".course-explorer").forEach(function (box) {
   }
   function show() {
     var at = position();
-    inputs.forEach(function (input, c) {
+    inputs.forEach(function (input) {
+      var c = Number(input.dataset.control);
       var out = box.querySelector('output[data-for="' + c + '"]');
       if (out) out.textContent = m.controls[c].labels[at[c]];
     });
@@ -44,4 +47,7 @@ document.querySelectorAll(".course-explorer").forEach(function (box) {
   }
   inputs.forEach(function (input) { input.addEventListener("input", show); });
   show();
+  if (m.frames.length <= 64) { // a small explorer: every frame, once the page has loaded
+    window.addEventListener("load", function () { m.frames.forEach(preload); });
+  }
 });
