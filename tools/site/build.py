@@ -177,12 +177,14 @@ def stage(manifests: list[dict], src: Path = SRC) -> list[str]:
         write_if_changed(src / "_extra" / "exercises" / path.name, exercise.read_bytes())
         chapters.append(f"chapters/{path.stem}")
         wanted |= {f"chapters/{path.name}", f"_extra/exercises/{path.name}"}
-    for figure in sorted((ROOT / "figures").glob("*.png")):
-        write_if_changed(src / "figures" / figure.name, figure.read_bytes())
-        wanted.add(f"figures/{figure.name}")
+    for figure in sorted((ROOT / "figures").rglob("*.png")):
+        rel = figure.relative_to(ROOT).as_posix()
+        write_if_changed(src / rel, figure.read_bytes())
+        wanted.add(rel)
     for guide in GUIDES:
         text = (ROOT / "docs" / f"{guide}.md").read_text(encoding="utf-8")
         text = _POINTS.sub(lambda m: nbgrader_meta.points_table(), text)
+        text = text.replace("](../figures/", "](figures/")  # docs/ on GitHub, the site's root here
         write_if_changed(src / f"{guide}.md", text)
         wanted.add(f"{guide}.md")
     front = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
