@@ -23,20 +23,24 @@ def variants(reference, bugs, *args, pairs=False):
     return [(bug, lambda s=s: reference(*args, **s)[0]) for bug, s in (*bugs, *both)]
 
 
-def call_untouched(c: E.Check, fn, args, names, what: str):
+def call(c: E.Check, fn, args, names, what: str, pair=None, crash=None):
     """fn(*args), after which every tensor the caller gave (in tuples, lists, dicts and MLA weights
-    too) must be as it was: a changed "state" is recurrence_state_modified, any other input_modified."""
-    given = [
-        (n, t)
-        for n, a in zip(names, args)
-        for t in tree_flatten(vars(a) if is_dataclass(a) else a)[0]
-    ]
-    before = [(name, t, t.clone()) for name, t in given if isinstance(t, torch.Tensor)]
-    got = c.call(fn, *args, what=what)
+    too) must be as it was: a changed "state" is recurrence_state_modified, any other input_modified.
+    ``pair``: the mistake when fn returns no pair; ``crash``: the mistake a crash of fn names."""
+    leaves = lambda a: filter(torch.is_tensor, tree_flatten(vars(a) if is_dataclass(a) else a)[0])
+    before = [(name, t, t.clone()) for name, a in zip(names, args) for t in leaves(a)]
+    try:
+        got = c.call(fn, *args, what=what)
+    except E.CheckFailure as failure:
+        if crash and failure.bug is None:
+            raise c.bug(crash, f"For {what}:") from None
+        raise
     for name, t, old in before:
         if not torch.equal(t, old):
             bug = "recurrence_state_modified" if name == "state" else "input_modified"
             raise c.bug(bug, f"After {what}:", what=f"{name} tensor")
+    if pair and not (isinstance(got, (tuple, list)) and len(got) == 2):
+        raise c.bug(pair, got=E.shown(got))
     return got
 
 
@@ -76,13 +80,9 @@ def check_sparse_attention(fn) -> None:
             idx = E.randn(b, n, N, seed=seed + 2)  # index scores without ties
             eye = torch.eye(N).expand(b, h, N, N)  # one-hot values: the output is the weights
             what = f"sparse_attention(q, k, v, index_scores, topk={topk}), {n} queries, {N} keys"
-            try:
-                got = call_untouched(c, fn, (q, k, eye, idx, topk), SPARSE_ARGS, what)
-            except E.CheckFailure as failure:  # a crash only where fewer than topk keys exist
-                if failure.bug is None and topk > N:
-                    raise c.bug("sparse_topk_over_length", f"For {what}:", topk=topk) from None
-                raise
-            got = c.expect_tensor_output(got, what, (b, h, n, N)).detach().cpu().double()
+            short = topk > N and "sparse_topk_over_length"  # a crash only there: torch.topk's
+            got = call(c, fn, (q, k, eye, idx, topk), SPARSE_ARGS, what, crash=short)
+            got = f64(c.expect_tensor_output(got, what, (b, h, n, N)))
             future = torch.arange(N - n, N)[:, None] < torch.arange(N)  # (n, N)
             if (got[..., future].nan_to_num(0) != 0).any():  # NaN: an empty row, named below
                 raise c.bug("sparse_sees_future", f"For {what}:")
@@ -95,8 +95,8 @@ def check_sparse_attention(fn) -> None:
         k[..., 4, :], v[..., 4, :] = k[..., 1, :], v[..., 1, :]  # keys 1 and 4 tie at the 3rd place
         idx = torch.tensor([5.0, 2.0, 0.0, 3.0, 2.0, 1.0]).expand(1, 6, 6)
         what = "sparse_attention(q, k, v, index_scores, 3) with a tie at the 3rd place"
-        got = call_untouched(c, fn, (q, k, v, idx, 3), SPARSE_ARGS, what)
-        got = c.expect_tensor_output(got, what, (1, 2, 6, 3)).detach().cpu().double()
+        got = call(c, fn, (q, k, v, idx, 3), SPARSE_ARGS, what)
+        got = f64(c.expect_tensor_output(got, what, (1, 2, 6, 3)))
         c.compare(got, sparse_reference(q, k, v, idx, 3), f"For {what}:")
         E.probe_device(c, None, [q, k, v, idx], "On another device:", fn=lambda *t: fn(*t, 2))
     c.passed(f"right on {len(SPARSE_CASES)} shapes and a tie: causal, the top k of the index")
@@ -111,10 +111,9 @@ def shared_reference(x, layers, sources, heads, steps, reads=None, recompute=Fal
     x, reads, cache, outs = f64(x), reads or sources, {}, []
     for lo, hi in steps:
         y, n = x[:, lo:hi], hi - lo
-        allowed = (torch.arange(n) + (0 if top_left else lo))[:, None] >= torch.arange(
-            hi
-        )  # (n, hi)
-        split = lambda t: t.view(x.shape[0], n, heads, -1).transpose(1, 2)  # noqa: E731
+        first = 0 if top_left else lo  # the position of the step's first query
+        allowed = torch.arange(first, first + n)[:, None] >= torch.arange(hi)  # (n, hi)
+        split = lambda t: t.view(x.shape[0], n, heads, -1).transpose(1, 2)
         for i, w in enumerate(ws):
             new = [split(y @ (ws[sources[i]] if recompute else w)[m].T) for m in ("w_k", "w_v")]
             cache[i] = [torch.cat(pair, 2) for pair in zip(cache[i], new)] if i in cache else new
@@ -158,12 +157,8 @@ def check_shared_kv_forward(fn) -> None:
                 bugs, cache = _wrong(x, layers, sources, heads, steps), None
                 for lo, hi in steps:
                     args = (x[:, lo:hi], layers, list(sources), heads, cache)
-                    got = call_untouched(c, fn, args, SHARE_ARGS, what)
-                    if not (
-                        isinstance(got, (tuple, list))
-                        and len(got) == 2
-                        and isinstance(got[1], dict)
-                    ):
+                    got = call(c, fn, args, SHARE_ARGS, what, pair="share_cache_form")
+                    if not isinstance(got[1], dict):
                         raise c.bug("share_cache_form", f"After {what}:", got=E.shown(got))
                     out, cache = c.expect_tensor_output(got[0], what, (b, hi - lo, d)), got[1]
                     where = f"For {what} on tokens {lo} to {hi - 1}:"
@@ -173,9 +168,9 @@ def check_shared_kv_forward(fn) -> None:
                     if keys[0] != keys[1]:
                         raise c.bug("share_cache_duplicated", where, got=keys[0], expected=keys[1])
                     want = torch.stack([torch.stack(ref_cache[i]) for i in keys[1]])[..., :hi, :]
-                    stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])  # noqa: E731
+                    stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])
                     mine = c.call(stack, what="stacking your cache's (keys, values)").cpu().double()
                     c.compare(mine, want, f"After {what}, the caches (keys, values):")
-            call = lambda *placed: fn(x, layers, list(sources), heads)  # noqa: E731 - x, layers placed
-            E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=call)
+            whole = lambda *placed: fn(x, layers, list(sources), heads)  # x, layers placed
+            E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=whole)
     c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
