@@ -4,7 +4,10 @@ with the same slip (tests/ch11/collected_*.py adapts those)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
+import torch.nn.functional as F
 
 from course_utils.chapters import apply_rope, mla_attention, sliding_window_mask
 from tests.ch11.buggy import _chunked, _delta, _linear, _mla
@@ -107,3 +110,30 @@ def linear_z_with_token_axis(q, k, v, state=None):
 
 MLA_BUGS.append((mla_masked_only_without_cache, "mla_not_causal"))
 LINEAR_BUGS.append((linear_z_with_token_axis, "recurrence_state_wrong"))
+
+
+def linear_state_copied_then_in_place(q, k, v, state=None):
+    # Constructed, a first version of correct.py's unusual answers: in-place updates (S += ...) on a
+    # copy of the state. The numbers are right, but the matmul that read S needs it for backward():
+    # training fails. fla-org/flash-linear-attention's naive references write h = h.clone() + ... for
+    # exactly this reason.
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    b, h, n, dk = q.shape
+    S, z = (q.new_zeros(b, h, dk, v.shape[-1]), q.new_zeros(b, h, dk)) if state is None else state
+    S, z, outs = S.clone(), z.clone(), []
+    for t in range(n):
+        S += fk[:, :, t, :, None] * v[:, :, t, None, :]
+        z += fk[:, :, t]
+        outs.append((fq[:, :, t, None] @ S).squeeze(-2) / (fq[:, :, t] * z).sum(-1, keepdim=True))
+    return torch.stack(outs, 2), (S, z)
+
+
+def absorbed_weights_folded_once(x, w, cache=None):
+    # Modelled on vllm-project/vllm's MLA backends, whose process_weights_after_loading splits
+    # kv_b_proj into W_UK_T and W_UV once, as inference-only tensors: here the heads' blocks are taken
+    # from detached weights, so w_uk and w_uv get no gradient when the layer is trained.
+    return _mla(x, replace(w, w_uk=w.w_uk.detach(), w_uv=w.w_uv.detach()), cache)
+
+
+LINEAR_BUGS.append((linear_state_copied_then_in_place, "backward_fails"))
+ABSORBED_BUGS.append((absorbed_weights_folded_once, "gradient_missing"))

@@ -154,22 +154,6 @@ def delta_as_householder(q, k, v, alpha, beta, state=None):
     return torch.stack(outs, dim=2), S
 
 
-def linear_state_copied_then_in_place(q, k, v, state=None):
-    """In-place updates (S += ..., z += ...) on a copy of the state given, and a denominator with
-    flash-linear-attention's 1e-10 added (fla/ops/linear_attn/naive.py, normalize=True)."""
-    fq, fk = F.elu(q) + 1, F.elu(k) + 1
-    b, h, n, dk = q.shape
-    S, z = (q.new_zeros(b, h, dk, v.shape[-1]), q.new_zeros(b, h, dk)) if state is None else state
-    S, z, outs = S.clone(), z.clone(), []
-    for t in range(n):
-        S += fk[:, :, t, :, None] * v[:, :, t, None, :]
-        z += fk[:, :, t]
-        outs.append(
-            (fq[:, :, t, None] @ S).squeeze(-2) / ((fq[:, :, t] * z).sum(-1, keepdim=True) + 1e-10)
-        )
-    return torch.stack(outs, 2), (S, z)
-
-
 def chunked_padded(q, k, v, chunk):
     """flash-linear-attention's way with a short last chunk (fla/ops/simple_gla/naive.py): pad the
     tokens to a multiple of chunk, compute every chunk at full size, cut the padding off the output.
@@ -202,6 +186,6 @@ def delta_in_fla_layout(q, k, v, alpha, beta, state=None):
     return o, H.mT
 
 
-LINEAR_CORRECT = [linear_by_cumsum, linear_state_copied_then_in_place]
+LINEAR_CORRECT = [linear_by_cumsum]
 CHUNK_CORRECT = [chunked_by_prefix_quadratic, chunked_padded]
 DELTA_CORRECT = [delta_as_householder, delta_in_fla_layout]

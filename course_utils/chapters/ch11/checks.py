@@ -12,10 +12,13 @@ import torch.nn.functional as F
 
 from course_utils.checks import _engine as E
 
-from .sparse_shared import call, check_shared_kv_forward, check_sparse_attention, f64, variants  # noqa: F401
+from . import sparse_shared
+from .sparse_shared import backward, call, f64, variants
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the exercises are the caches,
-# MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
+check_sparse_attention = sparse_shared.check_sparse_attention  # and its helpers' home
+check_shared_kv_forward = sparse_shared.check_shared_kv_forward
+
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the weighting is no exercise here
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 
@@ -39,8 +42,7 @@ FACTORS = ("kv_layers_ignored", "kv_batch_ignored", "kv_bytes_per_value_ignored"
 
 
 def _byte_cases():
-    """(layout name, layout, context, batch, bytes_per_value): every published layout, a shared
-    and a shared-and-windowed one, contexts inside and beyond the windows."""
+    """(name, layout, context, batch, bytes_per_value): the published layouts, shared ones, a latent."""
     KV = E.chapters().KVLayout
     layouts = dict(E.chapters().PUBLISHED)
     layouts["12 layers, pairs share"] = KV(12, 4, 64, layers_per_cache=2)
@@ -90,8 +92,7 @@ def check_kv_cache_bytes(fn) -> None:
 
 # --------------------------------------------------------------------------- MLA
 def mla_reference(x, w, cache=None, **slip):
-    """MLA in float64 on the CPU, keys and values rebuilt from the latent, returning
-    (out, (latent, rope_keys)); a switch of MLA_BUGS reproduces a mistake."""
+    """MLA in float64 on the CPU, keys and values rebuilt from the latent: (out, (latent, rope_keys))."""
     on, ch = slip.get, E.chapters()
     x, W = f64(x), {name: f64(t) for name, t in vars(w).items() if name.startswith("w_")}
     (b, n, d), h, hd, dr, dc = x.shape, w.heads, w.head_dim, w.rope_dim, W["w_dkv"].shape[0]
@@ -167,8 +168,7 @@ def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
 
 def _builds_no_keys(c: E.Check, fn) -> None:
     """A cached step of 1 token after 12, its torch calls watched (observed, not changed): no result
-    may hold the 13 tokens' keys or values, an axis of 13 beside one of hd = 5, hd + dr = 7,
-    h * hd = 10 or h * (hd + dr) = 14, sizes that nothing else of the absorbed form has."""
+    may hold keys or values, an axis of 13 beside one of hd, hd + dr, h * hd, h * (hd + dr)."""
     w, x = E.chapters().mla_weights(16, 2, 5, 6, 2, seed=1104), E.randn(1, 13, 16, seed=1105)
     cache = tuple(t.float() for t in mla_reference(x[:, :12], w)[1])
     what = "mla_absorbed(x, w, cache) for 1 token after 12 cached, 2 heads of 5, latent 6, rope 2"
@@ -208,6 +208,7 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
             E.probe_device(
                 c, None, [last, *cache, *placed], f"For {what}, on another device:", fn=step
             )
+        backward(c, fn, (x, w, None), ("x", "w", "cache"), "xw", f"{what}, in one pass")
         if form == "mla_absorbed":
             _builds_no_keys(c, fn)
     built = ", building no key or value of width hd" if form == "mla_absorbed" else ""
@@ -231,8 +232,7 @@ def check_mla_absorbed(fn) -> None:
 
 # --------------------------------------------------------------------------- linear attention
 def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
-    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one token per
-    chunk, the recurrence), returning (out, (S, z)); switches reproduce CHUNK_BUGS."""
+    """Causal linear attention in float64 chunk by chunk (chunk None: the recurrence): (out, (S, z))."""
     on = slip.get
     phi = {"none": lambda t: t, "relu": F.relu}.get(on("phi"), lambda t: F.elu(t) + 1)
     fq, fk, v = phi(f64(q)) * q.shape[-1] ** (-0.5 if on("q_scale") else 0), phi(f64(k)), f64(v)
@@ -258,8 +258,7 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
 
 
 def delta_reference(q, k, v, alpha, beta, state=None, **slip):
-    """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
-    Switches (False unless given) reproduce DELTA_BUGS."""
+    """Gated DeltaNet's recurrence in float64 on the CPU: (out, S), the memory S (b, h, dv, dk)."""
     on = slip.get
     q, k, v, alpha, beta = (f64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
@@ -298,11 +297,11 @@ RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2,
 
 def _inputs(b, h, n, dk, dv, seed, delta=False):
     q, k, v = (E.randn(b, h, n, w, seed=seed + i) for i, w in enumerate((dk, dk, dv)))
-    if not delta:
-        return (q, k, v)
-    k = k / k.norm(dim=-1, keepdim=True)  # unit-length keys
-    gates = torch.rand(2, b, h, n, generator=E.generator(seed + 3))
-    return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
+    gates = torch.rand(
+        2, b, h, n, generator=E.generator(seed + 3)
+    )  # alpha in (0.5, 1), beta (0, 1)
+    unit = k / k.norm(dim=-1, keepdim=True)  # the delta rule's keys have unit length
+    return (q, unit, v, 0.5 + gates[0] / 2, gates[1]) if delta else (q, k, v)
 
 
 def _check_recurrence(fn, name, reference, bugs, delta=False):
@@ -341,6 +340,7 @@ def _check_recurrence(fn, name, reference, bugs, delta=False):
             ignored = ("recurrence_state_ignored", lambda: reference(*tail)[0])
             continued = f64(run((*tail, state), then)[0])
             c.compare(continued, in_two()[0], f"For {then}:", [ignored, *variants(in_two, bugs)])
+            backward(c, fn, inputs, names, names[:-1], what)
             E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
     c.passed(
         f"right on {len(RECURRENT_CASES)} shapes, continues from a given state without changing it "
@@ -377,6 +377,7 @@ def check_linear_attention_chunked(fn) -> None:
             got, ref = f64(c.expect_tensor_output(got, what, (2, 2, 10, 3))), linear_reference
             wrong = variants(partial(ref, chunk=chunk), CHUNK_BUGS, q, k, v, pairs=True)
             c.compare(got, expected, f"For {what}:", wrong)
+        backward(c, fn, (q, k, v, 4), "qkv", "qkv", "linear_attention_chunked(q, k, v, chunk=4)")
         E.probe_device(c, None, [q, k, v], "For chunk=4, on a device:", fn=lambda *t: fn(*t, 4))
     c.passed(
         "equals the quadratic form for chunks of 1, 3, 4, 5, 7, 10 and 16 tokens (10 tokens in all)",

@@ -1,7 +1,7 @@
 """Chapter 11's checks of top-k sparse attention and cross-layer KV sharing (re-exported by checks),
 and the helpers every check of the chapter uses."""
 
-from dataclasses import is_dataclass
+from dataclasses import is_dataclass, replace
 from functools import partial
 from itertools import combinations
 
@@ -10,15 +10,13 @@ import torch
 from course_utils.checks import _engine as E
 from course_utils.checks._engine.watch import tree_flatten
 
-
-def f64(t: torch.Tensor) -> torch.Tensor:
-    """A student's tensor detached, on the CPU and in float64, to compare with a reference."""
-    return t.detach().cpu().double()
+f64 = lambda t: t.detach().cpu().double()  # a student's tensor, to compare with a reference
+leaves = lambda a: filter(torch.is_tensor, tree_flatten(vars(a) if is_dataclass(a) else a)[0])
 
 
 def variants(reference, bugs, *args, pairs=False):
-    """The (mistake id, recompute) pairs c.compare takes: reference(*args, **switch)[0] for each
-    (id, switch) of bugs and, with pairs, for every two switches together (named by the first)."""
+    """c.compare's (id, recompute) pairs: reference(*args, **switches)[0] for each (id, switches) of
+    bugs and, with pairs, for each two of them together (named by the first)."""
     both = [(a, {**s, **t}) for (a, s), (_, t) in combinations(bugs, 2)] if pairs else []
     return [(bug, lambda s=s: reference(*args, **s)[0]) for bug, s in (*bugs, *both)]
 
@@ -27,7 +25,6 @@ def call(c: E.Check, fn, args, names, what: str, pair=None, crash=None):
     """fn(*args), after which every tensor the caller gave (in tuples, lists, dicts and MLA weights
     too) must be as it was: a changed "state" is recurrence_state_modified, any other input_modified.
     ``pair``: the mistake when fn returns no pair; ``crash``: the mistake a crash of fn names."""
-    leaves = lambda a: filter(torch.is_tensor, tree_flatten(vars(a) if is_dataclass(a) else a)[0])
     before = [(name, t, t.clone()) for name, a in zip(names, args) for t in leaves(a)]
     try:
         got = c.call(fn, *args, what=what)
@@ -42,6 +39,29 @@ def call(c: E.Check, fn, args, names, what: str, pair=None, crash=None):
     if pair and not (isinstance(got, (tuple, list)) and len(got) == 2):
         raise c.bug(pair, got=E.shown(got))
     return got
+
+
+def _leaf(a):
+    """a (a tensor, or MLA weights) as new tensors that require gradients."""
+    if is_dataclass(a):
+        return replace(a, **{k: _leaf(t) for k, t in vars(a).items() if torch.is_tensor(t)})
+    return a.detach().clone().requires_grad_()
+
+
+def backward(c: E.Check, fn, args, names, learn, what: str) -> None:
+    """A training step: backward() from fn's output (its first part when a pair) must work, and each
+    float tensor of the arguments named in learn get a finite gradient."""
+    args = [_leaf(a) if n in learn else a for n, a in zip(names, args)] + [*args[len(names) :]]
+    try:
+        with torch.enable_grad():
+            out = fn(*args)
+            (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
+    except Exception as exc:  # noqa: BLE001 - the same call ran without gradients: autograd's failure
+        raise c.bug("backward_fails", f"For {what}:", error=str(exc).split(":")[0]) from None
+    grads = [(n, t.grad) for n, a in zip(names, args) if n in learn for t in leaves(a)]
+    for name, grad in grads:
+        if grad is None or not grad.isfinite().all():
+            raise c.bug("gradient_missing", f"For {what}:", what=name)
 
 
 # --------------------------------------------------------------------------- sparse attention
@@ -91,6 +111,7 @@ def check_sparse_attention(fn) -> None:
             ref = partial(sparse_reference, q, k, eye, idx, topk)
             bugs = [(bug, partial(ref, **{switch: 1})) for bug, switch in SPARSE_BUGS.items()]
             c.compare(got, ref(), f"For {what}, the weights:", bugs, detail={"topk": topk})
+        backward(c, fn, (q, k, eye, idx, topk), SPARSE_ARGS, "qkv", what)
         q, k, v = (E.randn(1, 2, 6, w, seed=5 + i) for i, w in enumerate((4, 4, 3)))
         k[..., 4, :], v[..., 4, :] = k[..., 1, :], v[..., 1, :]  # keys 1 and 4 tie at the 3rd place
         idx = torch.tensor([5.0, 2.0, 0.0, 3.0, 2.0, 1.0]).expand(1, 6, 6)
@@ -104,9 +125,8 @@ def check_sparse_attention(fn) -> None:
 
 # --------------------------------------------------------------------------- KV sharing
 def shared_reference(x, layers, sources, heads, steps, reads=None, recompute=False, top_left=False):
-    """(out, cache) in float64 on the CPU, the tokens arriving in steps ((lo, hi) ranges), layer i
-    reading the cache of reads[i] (default sources[i]); each step's queries are the last positions
-    of its keys (top_left: the first)."""
+    """(out, cache) in float64, the tokens arriving in steps ((lo, hi)), layer i reading the cache of
+    reads[i] (default sources[i]), the queries the last positions of the keys (top_left: the first)."""
     ws = [{m: f64(t) for m, t in w.items()} for w in layers]
     x, reads, cache, outs = f64(x), reads or sources, {}, []
     for lo, hi in steps:
@@ -125,8 +145,8 @@ def shared_reference(x, layers, sources, heads, steps, reads=None, recompute=Fal
 
 
 def _wrong(x, layers, s, heads, steps):
-    """(bug, recompute): no sharing; the newest cache, the source's previous, layer i-1's source;
-    keys recomputed with the source's weights; the queries aligned top left."""
+    """(bug, recompute): the newest cache, the source's previous, i-1's source; no sharing; keys
+    recomputed with the source's weights; the queries aligned top left."""
     made, L = [j for j in range(len(s)) if s[j] == j], range(len(s))
     newest = [max(j for j in made if j <= i) for i in L]
     before = [s[i] if s[i] == i else max([j for j in made if j < s[i]] or [i]) for i in L]
@@ -171,6 +191,7 @@ def check_shared_kv_forward(fn) -> None:
                     stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])
                     mine = c.call(stack, what="stacking your cache's (keys, values)").cpu().double()
                     c.compare(mine, want, f"After {what}, the caches (keys, values):")
+            backward(c, fn, (x, layers, list(sources), heads), SHARE_ARGS, "x", what)
             whole = lambda *placed: fn(x, layers, list(sources), heads)  # x, layers placed
             E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=whole)
     c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
