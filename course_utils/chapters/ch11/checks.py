@@ -384,4 +384,13 @@ def check_linear_attention_chunked(fn) -> None:
     )
 
 
-__all__ = [name for name in globals() if name.startswith("check_")]  # with sparse_shared's
+__all__ = [
+    "check_kv_cache_bytes",
+    "check_mla_attention",
+    "check_mla_absorbed",
+    "check_linear_attention_recurrent",
+    "check_linear_attention_chunked",
+    "check_gated_delta_rule",
+    "check_sparse_attention",
+    "check_shared_kv_forward",
+]
