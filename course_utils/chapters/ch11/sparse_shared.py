@@ -55,7 +55,9 @@ def backward(c: E.Check, fn, args, names, learn, what: str) -> None:
     try:
         with torch.enable_grad():
             out = fn(*args)
-            (out[0] if isinstance(out, (tuple, list)) else out).sum().backward()
+            loss = (out[0] if isinstance(out, (tuple, list)) else out).sum()
+            if loss.requires_grad:  # else no input gets a gradient: named below
+                loss.backward()
     except Exception as exc:  # noqa: BLE001 - the same call ran without gradients: autograd's failure
         raise c.bug("backward_fails", f"For {what}:", error=str(exc).split(":")[0]) from None
     grads = [(n, t.grad) for n, a in zip(names, args) if n in learn for t in leaves(a)]
