@@ -1,5 +1,4 @@
-"""Chapter 11's checks of top-k sparse attention and cross-layer KV sharing (re-exported by checks),
-and the helpers every check of the chapter uses."""
+"""Chapter 11's checks of sparse attention and KV sharing (exported by checks.py), and their helpers."""
 
 from dataclasses import is_dataclass, replace
 from functools import partial
@@ -15,16 +14,14 @@ leaves = lambda a: filter(torch.is_tensor, tree_flatten(vars(a) if is_dataclass(
 
 
 def variants(reference, bugs, *args, pairs=False):
-    """c.compare's (id, recompute) pairs: reference(*args, **switches)[0] for each (id, switches) of
-    bugs and, with pairs, for each two of them together (named by the first)."""
+    """c.compare's (id, reference(*args, **switches)[0]) for bugs and, with pairs, each two of them."""
     both = [(a, {**s, **t}) for (a, s), (_, t) in combinations(bugs, 2)] if pairs else []
     return [(bug, lambda s=s: reference(*args, **s)[0]) for bug, s in (*bugs, *both)]
 
 
 def call(c: E.Check, fn, args, names, what: str, pair=None, crash=None):
-    """fn(*args), after which every tensor the caller gave (in tuples, lists, dicts and MLA weights
-    too) must be as it was: a changed "state" is recurrence_state_modified, any other input_modified.
-    ``pair``: the mistake when fn returns no pair; ``crash``: the mistake a crash of fn names."""
+    """fn(*args), after which every tensor the caller gave (in containers and MLA weights too) must be
+    unchanged; ``pair``: the mistake when fn returns no pair; ``crash``: the one a crash names."""
     before = [(name, t, t.clone()) for name, a in zip(names, args) for t in leaves(a)]
     try:
         got = c.call(fn, *args, what=what)
@@ -41,16 +38,14 @@ def call(c: E.Check, fn, args, names, what: str, pair=None, crash=None):
     return got
 
 
-def _leaf(a):
-    """a (a tensor, or MLA weights) as new tensors that require gradients."""
+def _leaf(a):  # a tensor, or MLA weights, as new tensors that require gradients
     if is_dataclass(a):
         return replace(a, **{k: _leaf(t) for k, t in vars(a).items() if torch.is_tensor(t)})
     return a.detach().clone().requires_grad_()
 
 
 def backward(c: E.Check, fn, args, names, learn, what: str) -> None:
-    """A training step: backward() from fn's output (its first part when a pair) must work, and each
-    float tensor of the arguments named in learn get a finite gradient."""
+    """A training step: backward() from fn's output must work and reach every tensor named in learn."""
     args = [_leaf(a) if n in learn else a for n, a in zip(names, args)] + [*args[len(names) :]]
     try:
         with torch.enable_grad():
@@ -85,8 +80,7 @@ def sparse_reference(q, k, v, index, topk, **slip):
 SPARSE_BUGS = {"sparse_topk_over_future": "over_future", "sparse_selects_by_attention": "by_scores"}
 SPARSE_BUGS |= {"sparse_queries_top_left": "top_left", "sparse_keeps_wrong_count": "fewer"}
 SPARSE_BUGS |= {"no_scaling": "unscaled", "sparse_mask_after_softmax": "after_softmax"}
-# (b, h, n queries, N keys, topk, seed): a prompt, the last queries of a cache, k = 1, and a text
-# shorter than k (cached too)
+# (b, h, n queries, N keys, topk, seed): a prompt, a cache's last queries, k = 1, a text shorter than k
 SPARSE_CASES = ((2, 2, 8, 8, 3, 1), (1, 3, 3, 9, 4, 2), (2, 1, 7, 7, 1, 3), (1, 2, 4, 6, 8, 4))
 SPARSE_ARGS = ("q", "k", "v", "index_scores")
 
