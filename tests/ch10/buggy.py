@@ -146,6 +146,36 @@ class InPlaceResidual(Block):
         return x + self.drop(self.ff(self.norm2(x)))
 
 
+class DropoutAfterResidual(Block):
+    """Issue 38's student trial (accepted while the check ran in eval mode only): dropout on the sum,
+    x = drop(x + f(norm(x))); post-norm: norm(drop(x + f(x))), the order codertimo/BERT-pytorch#85
+    describes ("residual connection -> dropout -> normalization")."""
+
+    def pre(self, x):
+        x = self.drop(x + self.attn(self.norm1(x)))
+        return self.drop(x + self.ff(self.norm2(x)))
+
+    def post(self, x):
+        x = self.norm1(self.drop(x + self.attn(x)))
+        return self.norm2(self.drop(x + self.ff(x)))
+
+
+class DropoutKeepProbability(Block):
+    """kok202/Dluid#125 ("dropout value was inverted"): the keep probability 1 - p given as the rate."""
+
+    def pre(self, x):
+        x = x + F.dropout(self.attn(self.norm1(x)), 1 - self.drop.p, self.training)
+        return x + F.dropout(self.ff(self.norm2(x)), 1 - self.drop.p, self.training)
+
+
+class DropoutOnSublayerInput(Block):
+    """Written to the pattern of dropout moved onto the sub-layer's input: x + f(drop(norm(x)))."""
+
+    def pre(self, x):
+        x = x + self.attn(self.drop(self.norm1(x)))
+        return x + self.ff(self.drop(self.norm2(x)))
+
+
 BLOCK_BUGS = [
     (AlwaysPreNorm, "block_norm_placement"),
     (AlwaysPostNorm, "block_norm_placement"),
@@ -159,6 +189,9 @@ BLOCK_BUGS = [
     (ResidualDetached, "block_gradient_differs"),
     (DropoutAlwaysOn, "block_dropout_in_eval"),
     (InPlaceResidual, "input_modified"),
+    (DropoutAfterResidual, "block_dropout_after_residual"),
+    (DropoutKeepProbability, "block_dropout_wrong_p"),
+    (DropoutOnSublayerInput, "block_dropout_elsewhere"),
 ]
 
 
@@ -366,6 +399,12 @@ def causal_made_on_cpu(doc_ids):
     return _same_doc(doc_ids) & torch.ones(n, n, dtype=torch.bool).tril()
 
 
+def sees_next_token(doc_ids):
+    # Written to the pattern of tril(1), the causal diagonal one too far: each token sees the next.
+    n = doc_ids.shape[-1]
+    return _same_doc(doc_ids) & torch.ones(n, n, dtype=torch.bool, device=doc_ids.device).tril(1)
+
+
 PACKED_BUGS = [
     (plain_causal, "packed_leaks_across_documents"),
     (positions_reset_only, "packed_leaks_across_documents"),
@@ -374,4 +413,5 @@ PACKED_BUGS = [
     (first_row_only, "packed_first_row_only"),
     (float_mask, "packed_not_bool"),
     (causal_made_on_cpu, "cpu_tensor_in_forward"),
+    (sees_next_token, "packed_sees_next"),
 ]

@@ -51,6 +51,41 @@ class BlockInPlaceOnCopy(Block):
         return out
 
 
+class BlockFunctionalDropout(Block):
+    """F.dropout with the block's own rate and training flag instead of calling self.drop."""
+
+    def forward(self, x):
+        def drop(t):
+            return F.dropout(t, self.drop.p, self.training)
+
+        if self.norm_first:
+            x = x + drop(self.attn(self.norm1(x)))
+            return x + drop(self.ff(self.norm2(x)))
+        x = self.norm1(x + drop(self.attn(x)))
+        return self.norm2(x + drop(self.ff(x)))
+
+
+class BlockBothWirings(Block):
+    """Both wirings computed and one returned: its dropout masks are drawn after the other's."""
+
+    def forward(self, x):
+        pre, post = self.pre(x), self.post(x)
+        return pre if self.norm_first else post
+
+
+class BlockMaskFromOnes(Block):
+    """The dropout mask drawn on a tensor of ones and multiplied in (the same draws, the same scale)."""
+
+    def forward(self, x):
+        def drop(t):
+            return self.drop(torch.ones_like(t)) * t
+
+        if not self.norm_first:
+            return self.post(x)
+        x = x + drop(self.attn(self.norm1(x)))
+        return x + drop(self.ff(self.norm2(x)))
+
+
 def sinusoid_with_exp_log(n, d):
     """The PyTorch tutorial's form: exp(-log(10000) * 2i / d), float64 result."""
     position = torch.arange(n, dtype=torch.float64).unsqueeze(1)
@@ -71,6 +106,13 @@ def sinusoid_with_numpy_loops(n, d):
     return torch.from_numpy(table)
 
 
+def sinusoid_with_polar(n, d):
+    """Unit complex numbers e^(i p w) (torch.polar), their imaginary and real parts interleaved."""
+    angle = torch.arange(n)[:, None] * 10_000.0 ** (-torch.arange(0, d, 2) / d)  # (n, d/2)
+    z = torch.polar(torch.ones_like(angle), angle)  # (n, d/2) complex
+    return torch.stack([z.imag, z.real], dim=-1).flatten(1)  # (n, d)
+
+
 def sinusoid_with_cos_as_shifted_sin(n, d):
     """cos(a) written as sin(a + pi/2), one sin over a (n, d) angle table."""
     i = torch.arange(d)
@@ -80,11 +122,15 @@ def sinusoid_with_cos_as_shifted_sin(n, d):
 
 ANSWERS = [
     ("check_transformer_block", (BlockWithSublayerHelper,)),
+    ("check_transformer_block", (BlockFunctionalDropout,)),
+    ("check_transformer_block", (BlockBothWirings,)),
+    ("check_transformer_block", (BlockMaskFromOnes,)),
     ("check_transformer_block", (BlockFunctionalNorms,)),
     ("check_transformer_block", (BlockInPlaceOnCopy,)),
     ("check_sinusoidal_positions", (sinusoid_with_exp_log,)),
     ("check_sinusoidal_positions", (sinusoid_with_numpy_loops,)),
     ("check_sinusoidal_positions", (sinusoid_with_cos_as_shifted_sin,)),
+    ("check_sinusoidal_positions", (sinusoid_with_polar,)),
 ]
 
 

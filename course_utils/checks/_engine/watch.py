@@ -154,7 +154,8 @@ class Watch(TorchFunctionMode):
             "_softmax",
             "log_softmax",
         ):
-            self.calls.append((name, before, args, kwargs, result))
+            kept = result.detach().clone() if before is not None else result  # later x += ... on it
+            self.calls.append((name, before, args, kwargs, kept))
         for item in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(item, torch.Tensor):
                 self.shapes.append(tuple(item.shape))
