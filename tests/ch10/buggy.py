@@ -341,6 +341,16 @@ class MemoryDetached(Decoder):
         return self.cross_attn(h, memory.detach(), memory_real)
 
 
+class CrossMemoryKeptFromFirstCall(Decoder):
+    """Written to the pattern of fairseq's static_kv (cross-attention keys and values computed once,
+    as generation reuses one source): the memory of the first call kept on self and reused."""
+
+    def cross(self, h, memory, memory_real):
+        if not hasattr(self, "kept"):
+            self.kept = (memory, memory_real)
+        return self.cross_attn(h, *self.kept)
+
+
 DECODER_BUGS = [
     (CrossQueriesFromMemory, "decoder_cross_swapped"),
     (CrossQueriesFromMemoryNoMask, "decoder_cross_swapped"),
@@ -349,6 +359,7 @@ DECODER_BUGS = [
     (CrossResidualFromMemory, "decoder_cross_residual_from_memory"),
     (DecoderAlwaysPreNorm, "block_norm_placement"),
     (MemoryDetached, "block_gradient_differs"),
+    (CrossMemoryKeptFromFirstCall, "state_between_calls"),
 ]
 
 

@@ -59,7 +59,7 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
     switch of ``sw`` rewires it the way one known mistake does (sub-layer groups: -1 is the FFN)."""
     nf, drop, keep = nf != sw.get("flip", False), p["drop"], (lambda t: t)
     on_branch, drop_at, q_prev = sw.get("on_branch"), sw.get("drop_at"), sw.get("q_prev")
-    first = p["attn" if mem is None else "self_attn"]
+    first = p["attn" if mem is None else sw.get("sa_module", "self_attn")]
     if sw.get("kv_raw"):  # keys and values from the un-normalised x
         fs = [lambda h: first(h, x0)]
     else:
@@ -85,11 +85,12 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
         h = x if not nf or at("bare") or on_branch else n(x)
         base = mem if sw.get("res_mem") and i == 1 else x0 if at("from_x") else x
         base = h if nf and at("after_norm") else s if sw.get("sum_res") and not nf else base
-        out = h if at("unused") else f(y if q_prev and i == 1 else h)
+        out = raw = h if at("unused") else f(y if q_prev and i == 1 else h)
         if on_branch:  # x + norm(f(x))
             out = n(d(out)) if on_branch == "in" else d(n(out))
         elif drop_at != "sum" and (drop_at != "norm" or nf):
             out = d(out)
+        base = 2 * base if at("twice") else raw if at("own") else out if at("out") else base
         y, x = out, out if at("no_res") else base + out
         x = d(x) if drop_at == "sum" else x
         if not nf and not on_branch:
@@ -109,6 +110,10 @@ _BLOCK_BUGS = [  # (mistake id, switches of _wired), tried in this order on a wr
     ("block_attn_no_residual", {"no_res": (0,)}),
     ("block_ffn_residual_from_input", {"from_x": (-1,)}),
     ("block_ffn_output_unused", {"unused": (-1,)}),
+    ("block_residual_twice", {"twice": (-1,)}),
+    ("block_residual_twice", {"twice": ALL}),
+    ("block_residual_overwritten", {"out": (0,)}),
+    ("block_residual_overwritten", {"own": ALL}),
     ("block_keys_not_normalised", {"kv_raw": True}),
     ("block_norm_reused", {"norms": ("norm1",) * 3}),
     ("block_dropout_after_residual", {"drop_at": "sum"}),
@@ -130,6 +135,7 @@ _ONLY = {
         ("decoder_cross_not_normalised", {"bare": (1,)}),
         ("decoder_cross_queries_from_sublayer", {"q_prev": True}),
         ("decoder_cross_residual_from_memory", {"res_mem": True}),
+        ("decoder_self_attention_not_causal", {"sa_module": "cross_attn"}),
     ],
 }
 # what a mistake that rewires the norms names, for each norm_first
@@ -186,7 +192,7 @@ def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool)
         return _wired(parts, nf, *ins, *rest, **switches)
 
     def forward(ins: list, where: str) -> torch.Tensor:
-        got = c.call_pure(module, ins, *rest, what=f"{call}{where}")
+        got = c.call_pure(module, [*ins, *rest], what=f"{call}{where}")
         return c.expect_tensor_output(got, f"{call}{where}", (b, n, d))
 
     module.eval()
@@ -195,6 +201,9 @@ def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool)
         raise c.bug("block_dropout_in_eval", f"{ctx}, in eval mode:")
     variants = [(bug, lambda sw=sw: ref(ins, **sw)) for bug, sw in bugs]
     c.compare(got, ref(ins), f"{ctx}, {call}:", variants, context=f"{ctx}:", detail=_NORMS[nf])
+    other = [E.randn(*t.shape, seed=case.seed + 4 + i) for i, t in enumerate(ins)]
+    if not E.same(forward(other, ", then on another input"), ref(other)):
+        raise c.bug("state_between_calls", f"{ctx}, two calls with different inputs in eval mode:")
     if case in (BLOCK_CASES[0], DECODER_CASES[0]):
         E.probe_device(c, module, (*ins, *rest), f"{ctx}, on another device:")
     # training: the reference drops each tensor with the mask your forward drew for an equal one
