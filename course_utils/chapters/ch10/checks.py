@@ -250,9 +250,8 @@ def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool)
                 raise c.bug("block_gradient_differs", where)
 
 
-def _check_blocks(name: str, cls: type, decoder: bool) -> None:
+def _check_blocks(c: E.Check, cls: type, decoder: bool) -> None:
     __tracebackhide__ = True
-    c = E.Check(name)
     c.ensure_class(cls, f"a class such as {'DecoderBlock' if decoder else 'TransformerBlock'}")
     cases = DECODER_CASES if decoder else BLOCK_CASES
     with E.isolated():
@@ -271,14 +270,14 @@ def check_transformer_block(cls: type) -> None:
     causal)`` class: pre-norm ``x + drop(f(norm(x)))`` when norm_first, post-norm
     ``norm(x + drop(f(x)))`` otherwise, for attention (norm1) then the FFN (norm2); outputs in
     eval mode and in training, gradients."""
-    _check_blocks("check_transformer_block", cls, decoder=False)
+    _check_blocks(E.Check("check_transformer_block"), cls, decoder=False)
 
 
 def check_decoder_block(cls: type) -> None:
     """Check a ``DecoderBlock(d_model, num_heads, d_ff, context_length, dropout, norm_first)``
     class: causal self-attention (norm1), cross-attention with queries from x and keys/values from
     memory under memory_real (norm2), the FFN (norm3); pre- or post-norm; eval, training, gradients."""
-    _check_blocks("check_decoder_block", cls, decoder=True)
+    _check_blocks(E.Check("check_decoder_block"), cls, decoder=True)
 
 
 # --------------------------------------------------------------------------- sinusoidal positions
