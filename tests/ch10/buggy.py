@@ -244,6 +244,24 @@ def integer_table(n, d):
     return _interleave(torch.sin(_angles(n, d)), torch.cos(_angles(n, d))).long()
 
 
+def course_first_version(n, d):
+    # This course's first sinusoidal_positions (issue 38): right for an even d, an unexplained
+    # RuntimeError from the cosine assignment for an odd one.
+    p = torch.arange(n, dtype=torch.float32)[:, None]  # (n, 1)
+    omega = 10_000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (ceil(d/2),)
+    table = torch.zeros(n, d)
+    table[:, 0::2] = torch.sin(p * omega)
+    table[:, 1::2] = torch.cos(p * omega)
+    return table
+
+
+def refuses_without_saying_d(n, d):
+    # Written to the pattern of a bare assert turned into a ValueError that names no value.
+    if d % 2:
+        raise ValueError("d must be even")
+    return course_first_version(n, d)
+
+
 SINUSOID_BUGS = [
     (phases_swapped, "sinusoid_phases_swapped"),
     (halves, "sinusoid_halves"),
@@ -251,6 +269,8 @@ SINUSOID_BUGS = [
     (pair_index, "sinusoid_pair_index"),
     (from_one, "sinusoid_positions_from_one"),
     (integer_table, "sinusoid_not_float"),
+    (course_first_version, "sinusoid_odd_width"),
+    (refuses_without_saying_d, "sinusoid_odd_width"),
 ]
 
 

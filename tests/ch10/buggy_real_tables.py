@@ -140,6 +140,17 @@ def interview_review_unsqueezed(n, d):
     return pe.unsqueeze(0)
 
 
+def pyaptamer_odd_width(n, d):
+    # gc-os-ai/pyaptamer#607: div_term has ceil(d/2) values, so pe[..., 1::2] = torch.cos(position *
+    # div_term) raises a RuntimeError (a shape mismatch) for an odd d_model; even widths are right
+    position = torch.arange(n).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
 SINUSOIDS = [
     (loftr_precedence, "sinusoid_wrong_frequencies"),
     (intro_llm_doubled_index, "sinusoid_frequency_per_feature"),
@@ -154,6 +165,7 @@ SINUSOIDS = [
     (tensorflow_concatenated, "sinusoid_halves"),
     (pytorch_tutorial_buffer, "sinusoid_layout"),
     (interview_review_unsqueezed, "sinusoid_layout"),
+    (pyaptamer_odd_width, "sinusoid_odd_width"),
 ]
 
 

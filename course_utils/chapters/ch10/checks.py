@@ -155,7 +155,7 @@ def _build(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool):
     module = E.construct(c, cls, d, h, d_ff, ctx, P, what=what, seed=case.seed, **kw)
     parts = {}
     for name in _PARTS[decoder]:
-        wanted = _WANTED.get(name, "nn.LayerNorm(d_model)" if "norm" in name else "an Attention")
+        wanted = _WANTED.get(name, "LayerNorm(d_model)" if "norm" in name else "an Attention")
         parts[name] = E.find_attribute(c, module, name, what, wanted)
         if not callable(parts[name]):
             raise c.bug("not_a_module", what=f"{what}.{name}", kind=type(parts[name]).__name__)
@@ -258,10 +258,12 @@ def _check_blocks(c: E.Check, cls: type, decoder: bool) -> None:
         for case in cases:
             for nf in (True, False):
                 _block_case(c, cls, case, nf, decoder)
-    what = "source as long as the target and longer, padded" if decoder else "causal and not"
+    what = (
+        "source as long as the target and longer, padded" if decoder else "causal and not, 1 token"
+    )
     c.passed(
         f"pre-norm and post-norm match on {len(cases)} configurations ({what}), in eval mode and "
-        f"in training with dropout {P} (the same masks), gradients too",
+        f"in training with dropout {P} (the reference with your masks), gradients too",
     )
 
 
@@ -347,7 +349,16 @@ def check_sinusoidal_positions(fn: object) -> None:
         c.compare(
             got, expected, f"{what}:", variants, atol=1e-4, context=f"In {what}:", detail=detail
         )
-    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
+    try:  # an odd width has no sine-cosine pairs: a ValueError that names d
+        with E.isolated():
+            got = f"no error: it returned {E.shown(fn(4, 7), 40)}"
+    except ValueError as exc:
+        got = None if "7" in str(exc) else f"a ValueError that does not say d=7 ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a crash where a clear refusal belongs is named
+        got = f"{type(exc).__name__}: {exc}"
+    if got:
+        raise c.bug("sinusoid_odd_width", got=got)
+    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16; d=7 refused")
 
 
 # --------------------------------------------------------------------------- packed documents
