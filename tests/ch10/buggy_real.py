@@ -7,10 +7,11 @@ tests/ch10/test_ch10_real.py asserts each id and the share named by cause (>= 90
 Where several sources wrote the same code, one fixture stands for them and its comment cites the
 others, so that the share counts distinct mistakes rather than copies.
 
-``HELD_OUT`` (and ``HELD_OUT_TABLES`` in buggy_real_tables.py, with the two table exercises): a
-second round, collected after the checks' detectors for the first were written and
-run against them unchanged (2026-11-29): 4 of 9 named; the three detectors added for them
-(residual twice, residual overwritten, non-causal decoder self-attention) name all 9.
+``HELD_OUT`` (and ``HELD_OUT_TABLES`` in buggy_real_tables.py, with the two table exercises): two
+more rounds, each collected after the detectors for the rounds before were written, and run
+against them unchanged (2026-11-29). Round 2: 4 of 9 named; the three detectors then added
+(residual twice, residual overwritten, non-causal decoder self-attention) name all 9. Round 3 (the
+items marked so): 2 of 3 named; the parallel-residual detector then added names the third.
 """
 
 from __future__ import annotations
@@ -301,6 +302,15 @@ class TransformersSelfAttentionNotCausal(Decoder):
         return self.norm3(x + self.drop(self.ff(x)))
 
 
+class NeoxParallelResidual(Block):
+    """Round 3. huggingface/transformers#18695, models/gpt_neox/modeling_gpt_neox.py: with
+    use_parallel_residual (GPT-NeoX-20B's default) x + attn(ln1(x)) + mlp(ln2(x)): the FFN reads
+    the block's input, the parallel form, where the exercise builds the sequential block."""
+
+    def pre(self, x):
+        return x + self.drop(self.attn(self.norm1(x))) + self.drop(self.ff(self.norm2(x)))
+
+
 HELD_OUT = [
     ("check_transformer_block", BitNetResidualDoubled, "block_residual_overwritten"),
     ("check_transformer_block", MultimodalInputOverwritten, "block_residual_overwritten"),
@@ -312,6 +322,7 @@ HELD_OUT = [
         TransformersSelfAttentionNotCausal,
         "decoder_self_attention_not_causal",
     ),
+    ("check_transformer_block", NeoxParallelResidual, "block_parallel_residual"),
 ]
 
 COLLECTION = [

@@ -255,10 +255,32 @@ def repbert_segments(ids):
     return (1 - (ids[:, :, None] - ids[:, None, :]).abs()).clamp(min=0).bool()
 
 
+def t2t_timescales(n, d):
+    # Round 3. tensorflow/tensor2tensor layers/common_attention.py get_timing_signal_1d:
+    # log_timescale_increment = log(max_timescale / min_timescale) / (num_timescales - 1), so the
+    # slowest pair reaches 1e-4 exactly: w_i = 10000^(-i / (d/2 - 1)) (interleaved here)
+    k = d // 2
+    inv_timescales = torch.exp(torch.arange(k).float() * -(math.log(10000.0) / max(k - 1, 1)))
+    scaled_time = torch.arange(n).float()[:, None] * inv_timescales
+    return torch.stack([scaled_time.sin(), scaled_time.cos()], dim=-1).flatten(1)
+
+
+def swift_boundary_on_decrease(ids):
+    # Round 3. modelscope/ms-swift#9904: sequence boundaries found only where the value decreases
+    # (there: position ids, so a one-token sequence merged with the next; here: document ids, so
+    # documents with increasing ids merge)
+    start = torch.ones_like(ids, dtype=torch.bool)
+    start[:, 1:] = ids[:, 1:] < ids[:, :-1]
+    doc = start.cumsum(dim=1)
+    return (doc[:, :, None] == doc[:, None, :]) & _ones(ids).tril()
+
+
 HELD_OUT_TABLES = [
     ("check_sinusoidal_positions", tensorflow_text_concatenated, "sinusoid_halves"),
     ("check_sinusoidal_positions", deep_ml_example_extra_axis, "sinusoid_layout"),
     ("check_packed_causal_mask", repbert_segments, "packed_not_causal"),
+    ("check_sinusoidal_positions", t2t_timescales, "sinusoid_wrong_frequencies"),
+    ("check_packed_causal_mask", swift_boundary_on_decrease, "packed_leaks_across_documents"),
 ]
 
 TABLES = [

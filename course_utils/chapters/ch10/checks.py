@@ -82,7 +82,8 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
     for i, (f, n) in enumerate(zip(fs, ns)):
         at = lambda key, i=i: i in sw.get(key, ()) or i - len(fs) in sw.get(key, ())
         d = keep if at("undropped") else drop
-        h = x if not nf or at("bare") or on_branch else n(x)
+        src = x0 if at("parallel") else x  # GPT-J's parallel block: every sub-layer reads x0
+        h = src if not nf or at("bare") or on_branch else n(src)
         base = mem if sw.get("res_mem") and i == 1 else x0 if at("from_x") else x
         base = h if nf and at("after_norm") else s if sw.get("sum_res") and not nf else base
         out = raw = h if at("unused") else f(y if q_prev and i == 1 else h)
@@ -115,6 +116,7 @@ _BLOCK_BUGS = [  # (mistake id, switches of _wired), tried in this order on a wr
     ("block_residual_overwritten", {"out": (0,)}),
     ("block_residual_overwritten", {"own": ALL}),
     ("block_keys_not_normalised", {"kv_raw": True}),
+    ("block_parallel_residual", {"parallel": ALL}),
     ("block_norm_reused", {"norms": ("norm1",) * 3}),
     ("block_dropout_after_residual", {"drop_at": "sum"}),
     ("block_dropout_after_residual", {"drop_at": "norm"}),
