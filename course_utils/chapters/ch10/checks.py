@@ -260,7 +260,9 @@ def _check_blocks(c: E.Check, cls: type, decoder: bool) -> None:
         for case in cases:
             for nf in (True, False):
                 _block_case(c, cls, case, nf, decoder)
-    what = "target as long as its source or 1 token" if decoder else "causal and not, 1 token"
+    what = (
+        "target as long as its source or 1 token, padded" if decoder else "causal and not, 1 token"
+    )
     c.passed(
         f"pre-norm and post-norm match on {len(cases)} configurations ({what}), in eval mode and "
         f"in training with dropout {P} (the reference with your masks), gradients too",
