@@ -3,8 +3,8 @@ sinusoidal position table and the packed-document mask. A block is recomputed fr
 own parts (one reference function, rewired by a table of switches per known mistake), in eval mode
 (the wiring) and in training with dropout (where the dropout goes). In training the masks are
 captured: every dropout call of the student's forward is recorded with the tensor it dropped, and
-the reference drops a tensor with the mask recorded for an equal tensor (none: not dropped there),
-so the comparison is exact whatever the order of the draws."""
+the reference drops a tensor with the mask recorded for an equal tensor (else the next unused mask
+of its shape), so the comparison is exact whatever the order of the draws."""
 
 from __future__ import annotations
 
