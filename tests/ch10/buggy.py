@@ -52,8 +52,9 @@ class AlwaysPreNorm(Block):
 
 
 class AlwaysPostNorm(Block):
-    """keras-team/keras-io#2144 and karpathy/ng-video-lecture#22: the paper's post-norm block
-    written where pre-norm was meant (here: for both flags)."""
+    """karpathy/ng-video-lecture#22: the paper's post-norm block proposed where pre-norm was meant
+    (here: for both flags). (keras-io#2144, cited here before, fixes x + norm(f(x)) instead: see
+    buggy_real.KerasTimeseriesEncoder.)"""
 
     def forward(self, x):
         return self.post(x)
