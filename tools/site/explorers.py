@@ -125,7 +125,7 @@ def cache_key(found: Found, root: Path = ROOT) -> str:
     if found.needs_cells:
         nb = nbformat.read(root / found.notebook, as_version=4)
         for cell in nb.cells[: found.cell]:
-            if cell.cell_type == "code":
+            if _teaching(cell):
                 digest.update(cell.source.encode())
     for path in sorted((root / "course_utils").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
@@ -158,9 +158,9 @@ def start(found: Found, root: Path = ROOT):
     saved, plotting._display = plotting._display, shown.append
     shell = InteractiveShell.instance()
     cells = ["import course_utils as cu"]
-    if found.needs_cells:
+    if found.needs_cells:  # the notebook's code before the explorer, less its self-checks
         nb = nbformat.read(root / found.notebook, as_version=4)
-        cells = [c.source for c in nb.cells[: found.cell] if c.cell_type == "code"]
+        cells = [c.source for c in nb.cells[: found.cell] if _teaching(c)]
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             for source in [*cells, found.call]:
@@ -180,6 +180,12 @@ def start(found: Found, root: Path = ROOT):
         )
     _started[found] = live[0]
     return live[0]
+
+
+def _teaching(cell) -> bool:
+    """A code cell the explorer's data may need: not a self-check (it binds nothing, and judging the
+    solution is nbval's job: a check that fails there must not stop the site)."""
+    return cell.cell_type == "code" and "self-check" not in cell.metadata.get("tags", [])
 
 
 def _selection(control) -> tuple[list, list[str]]:
