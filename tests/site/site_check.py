@@ -69,10 +69,12 @@ _PAGE_FACTS = """() => {
   const raw = [...document.querySelectorAll('.math')].filter(e => !e.querySelector('mjx-container'))
     .map(e => e.textContent.slice(0, 60));
   const errors = [...document.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 60));
+  const prose = (e, drop) => { const c = e.cloneNode(true); c.querySelectorAll(drop).forEach(x => x.remove());
+    return c.textContent; };  // the text without its inline code, where the guides quote $...$ as code
   const dollars = [...document.querySelectorAll('article p, article li')]
-    .filter(e => !e.closest('.output, pre, code') && /\\$[^$\\s][^$]*\\$/.test(e.innerText))
-    .map(e => e.innerText.slice(0, 60));
-  const text = document.body.innerText;
+    .filter(e => !e.closest('.output, pre') && /\\$[^$\\s][^$]*\\$/.test(prose(e, 'code')))
+    .map(e => prose(e, 'code').slice(0, 60));
+  const text = prose(document.body, 'p code, li code, td code');
   return {shown, links, ids, raw, errors, dollars, formulas: document.querySelectorAll('mjx-container').length,
           vbox: /VBox\\(children=|static view: run in JupyterLab/.test(text)};
 }"""

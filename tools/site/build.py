@@ -18,6 +18,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -216,10 +217,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     began, cpu = time.perf_counter(), os.times()
     load = os.getloadavg()[0]
+    cached = {p.name for p in (FRAMES / "explorers").glob("*/manifest.json") for p in [p.parent]}
     manifests = X.render_all(FRAMES / "explorers", jobs=args.jobs)
+    drawn = len({m["key"] for m in manifests} - cached)
     rendered = time.perf_counter() - began
     chapters = stage(manifests)
     print(f"staged {len(chapters)} chapters and {len(GUIDES) + 1} pages in {SRC.relative_to(ROOT)}")
+    shutil.rmtree(
+        HTML / "_static" / "explorers", ignore_errors=True
+    )  # Sphinx never deletes a frame
     sphinx = [
         args.sphinx,
         "-b",
@@ -245,7 +251,7 @@ def main(argv=None) -> int:
     if not args.no_record:
         from tools.site import results
 
-        results.record_site_build(manifests, size, files, seconds, cpu_seconds, load)
+        results.record_site_build(manifests, size, files, seconds, cpu_seconds, load, drawn)
     return 0
 
 

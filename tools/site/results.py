@@ -213,14 +213,19 @@ def record_explorers(
     )
 
 
-def record_site_build(manifests, size, files, seconds, cpu_seconds, load_at_start) -> None:
-    """``make site``: the site's size and build time, and each explorer's frames."""
+def record_site_build(manifests, size, files, seconds, cpu_seconds, load_at_start, drawn=0) -> None:
+    """``make site``: the site's size and build time (a row for a build that drew frames, one for a
+    build that took them all from the cache), and each explorer's frames."""
     base = stamp(load_at_start, "", "make site")
+    what = (
+        f"make site, {drawn} explorers drawn" if drawn else "make site, every frame from the cache"
+    )
     record(
         "site",
         [
             {
-                "what": "make site",
+                "what": what,
+                "kind": "drawn" if drawn else "cached",
                 "size_mib": round(size / 2**20, 1),
                 "files": files,
                 "build_s": round(seconds),
