@@ -147,7 +147,8 @@ def _dark_rows_at(png: bytes, fig: Figure, gib: float) -> float:
 
     import matplotlib.image as mpimg
 
-    image = mpimg.imread(io.BytesIO(png))[::-1, :, :3]  # rows from the bottom, as display coordinates
+    # rows from the bottom, as display coordinates
+    image = mpimg.imread(io.BytesIO(png))[::-1, :, :3]
     ax = fig.axes[0]
     scale = image.shape[1] / fig.bbox.width
     x = round(ax.transData.transform((gib, 0))[0] * scale)

@@ -78,13 +78,11 @@ def draw_sparse_topk_keys() -> Figure:
 
 FIGURES = {
     "kv_wall_bytes": (
-        "Log-log lines of 16-bit KV-cache size against context length, 256 to 131,072 tokens, one "
-        "text: GPT-2 small, Llama 3 8B and Qwen3 8B grow in proportion; Mistral 7B flattens at its "
-        "4,096-token window; Gemma 3 1B bends once its 22 windowed layers are full; DeepSeek-V3's "
-        "latent cache grows at about half of Llama 3 8B's. Each line is solid up to the longest "
-        "text its model reads (its max_position_embeddings: GPT-2 small 1,024, Llama 3 8B 8,192, "
-        "Mistral 7B and Gemma 3 1B 32,768, Qwen3 8B 40,960, DeepSeek-V3 163,840) and dotted "
-        "beyond. A grey dotted line marks 80 GiB.",
+        "Log-log lines of 16-bit KV-cache size against context, 256 to 131,072 tokens, one text: "
+        "GPT-2 small, Llama 3 8B, Qwen3 8B and DeepSeek-V3 (about half of Llama's) grow in "
+        "proportion; Mistral 7B flattens at its 4,096-token window; Gemma 3 1B bends once its 22 "
+        "windowed layers are full. Each line is solid up to the longest text its model reads, "
+        "dotted beyond. A grey dotted line marks 80 GiB.",
         draw_kv_wall_bytes,
     ),
     "sparse_topk_keys": (
