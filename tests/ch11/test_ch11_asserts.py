@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import io
 import math
-import os
 import re
 import sys
 import types
@@ -56,7 +55,6 @@ def run(source: str, ns: dict) -> None:
 @pytest.fixture(scope="module")
 def chapter() -> dict:
     """The namespace after every code cell but the training one (and what needs its numbers)."""
-    os.environ.setdefault("COURSE_STATIC_WIDGETS", "1")
     threads = torch.get_num_threads()
     module = types.ModuleType("chapter11_solution")  # dataclasses look their module up
     sys.modules[module.__name__] = module
