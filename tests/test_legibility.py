@@ -9,6 +9,8 @@ times that shrink factor, for every text the figure really draws (recorded while
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 import pytest
 from matplotlib.figure import Figure
@@ -71,3 +73,156 @@ def test_explorer_frame_text_is_at_least_9_px_on_screen(name):
         f"{name}'s frame ({width:.0f} px, shown at most {FRAME_WIDTH} px wide) has {len(small)} "
         f"texts under {F.MIN_TEXT_PX} px on screen, e.g. {small[:3]}"
     )
+
+
+# ----------------------------------------------------------------------------- figures made in cells
+# A figure a solution's code cell draws inline (a loss curve, a grid of maps) is a PNG in the cell's
+# output; JupyterLab shows it at its natural size, shrunk to the output area when wider (the same
+# area as an explorer's frame, FRAME_WIDTH). The PNG holds no text to measure, so each notebook is
+# run (light: NBGRADER_EXECUTION=validate shortens training, not figures) with every figure measured
+# as the inline backend renders it (bbox_inches="tight" at the figure's dpi), when shown or at the
+# end of its cell.
+MEASURE = """
+import io as __io, json as __json, sys as __sys
+__sys.path.insert(0, {root!r})
+from tools import figures as __F
+__measured, __seen, __cell = [], set(), [None]
+
+
+def __measure_open_figures():
+    import matplotlib.pyplot as plt
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        if id(fig) in __seen or not fig.axes and not fig.texts:
+            continue
+        __seen.add(id(fig))
+        png = __io.BytesIO()
+        fig.savefig(png, format="png", dpi=fig.dpi, bbox_inches="tight")
+        width = int.from_bytes(png.getvalue()[16:20], "big")  # the PNG header's width
+        scale = min(1.0, {shown} / width)
+        small = sorted((round(size * fig.dpi / 72 * scale, 1), text)
+                       for size, text in __F.drawn_texts(fig, fig.dpi)
+                       if size * fig.dpi / 72 * scale < {minimum})
+        __measured.append({{"cell": __cell[0], "width": width, "small": small[:3], "count": len(small)}})
+
+
+def __before(info):
+    __cell[0] = info.raw_cell
+
+
+get_ipython().events.register("pre_run_cell", __before)
+get_ipython().events.register("post_execute", __measure_open_figures)  # before the inline flush
+import matplotlib.pyplot as __plt
+__show = __plt.show
+
+
+def __measured_show(*args, **kwargs):
+    __measure_open_figures()
+    return __show(*args, **kwargs)
+
+
+__plt.show = __measured_show
+"""
+
+
+def inline_figure_cells(nb) -> list[int]:
+    """Indices of the code cells (explorers aside) whose stored outputs hold a PNG."""
+    return [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code"
+        and "explorer" not in cell.metadata.get("tags", [])
+        and any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+    ]
+
+
+def measure_inline_figures(path, timeout: int = 900) -> list[dict]:
+    """Run a notebook (light) and return {cell: index, width, small, count} per figure drawn."""
+    import json
+    import os
+
+    from nbclient import NotebookClient
+
+    from tools import nbtools
+
+    os.environ["COURSE_STATIC_WIDGETS"] = "1"
+    nb = nbtools.read(path)
+    sources = {cell.source: i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"}
+    root = str(F.ROOT)
+    prelude = nbtools.nbformat.v4.new_code_cell(
+        MEASURE.format(root=root, shown=FRAME_WIDTH, minimum=F.MIN_TEXT_PX)
+    )
+    report = nbtools.nbformat.v4.new_code_cell("print(__json.dumps(__measured))")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    nb.cells = [prelude, *nb.cells, report]
+    previous = os.environ.get("NBGRADER_EXECUTION")
+    os.environ["NBGRADER_EXECUTION"] = "validate"  # light: short training, the same figures
+    try:
+        folder = {"metadata": {"path": str(Path(path).parent)}}
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=folder)
+        client.execute()
+    finally:
+        if previous is None:
+            os.environ.pop("NBGRADER_EXECUTION")
+        else:
+            os.environ["NBGRADER_EXECUTION"] = previous
+    measured = json.loads(nb.cells[-1].outputs[0]["text"])
+    for figure in measured:
+        figure["cell"] = sources.get(figure["cell"])
+    return measured
+
+
+def _solutions_with_inline_figures():
+    from tools import nbtools
+
+    return [
+        p for p in nbtools.chapter_files(nbtools.SOLUTIONS) if inline_figure_cells(nbtools.read(p))
+    ]
+
+
+@pytest.mark.parametrize("path", _solutions_with_inline_figures(), ids=lambda p: p.name)
+def test_inline_figure_text_is_at_least_9_px_on_screen(path):
+    from tools import nbtools
+
+    measured = measure_inline_figures(path)
+    small = [
+        f"cell {f['cell']} ({f['width']} px): {f['count']} texts, e.g. {f['small']}"
+        for f in measured
+        if f["count"]
+    ]
+    assert not small, (
+        f"{path.name}: inline figures with text under {F.MIN_TEXT_PX} px when shown at most "
+        f"{FRAME_WIDTH} px wide:\n" + "\n".join(small) + "\nuse larger fonts or a narrower figure"
+    )
+    missing = set(inline_figure_cells(nbtools.read(path))) - {f["cell"] for f in measured}
+    assert not missing, (
+        f"{path.name}: cells with a stored figure that the run drew none for: {missing}"
+    )
+
+
+def test_a_small_inline_figure_is_found(tmp_path):
+    """Chapter 10's head maps before issue 38: four panels 13 in wide, tick labels at 5 pt (under 6
+    px once JupyterLab shrinks the picture to its output area); and one readable figure."""
+    from tools import nbtools
+
+    small = (
+        "import matplotlib.pyplot as plt\n"
+        "fig, axes = plt.subplots(1, 4, figsize=(13, 3.6))\n"
+        "for ax in axes:\n"
+        "    ax.set_xticks(range(31), [str(i) for i in range(31)], fontsize=5, rotation=90)\n"
+        "plt.show()"
+    )
+    readable = "import matplotlib.pyplot as plt\nplt.figure(figsize=(6, 3))\nplt.plot([1, 2])\nplt.title('fine')"
+    nb = nbtools.nbformat.v4.new_notebook()
+    nb.cells = [
+        nbtools.nbformat.v4.new_code_cell(small),
+        nbtools.nbformat.v4.new_code_cell(readable),
+    ]
+    path = tmp_path / "99_planted.ipynb"
+    nbtools.write(nb, path)
+    measured = {f["cell"]: f for f in measure_inline_figures(path)}
+    assert set(measured) == {0, 1}
+    assert measured[0]["count"] > 31 and measured[0]["small"][0][0] < 6
+    assert measured[1]["count"] == 0
