@@ -183,6 +183,13 @@ class CpuOnesNorm(LayerNorm):
         return super().forward(x) * torch.ones(x.shape[-1])
 
 
+class DropoutInsideNorm(LayerNorm):
+    """Constructed: a dropout inside the norm, active in training (the layer has none)."""
+
+    def forward(self, x):
+        return F.dropout(super().forward(x), 0.1, self.training)
+
+
 LAYER_NORM_BUGS = [
     (AnnotatedTransformerNorm, "ln_std_plus_eps"),
     (TorchVarNorm, "ln_unbiased_variance"),
@@ -197,6 +204,7 @@ LAYER_NORM_BUGS = [
     (Float32Norm, "layer_dtype_changed"),
     (ThreeAxesNorm, "layer_fixed_rank"),
     (CpuOnesNorm, "cpu_tensor_in_forward"),
+    (DropoutInsideNorm, "layer_train_mode_differs"),
 ]
 
 
@@ -252,6 +260,13 @@ class UnscaledRMSNorm(RMSNorm):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
 
+class CentredRMSNorm(RMSNorm):
+    """Constructed: the mean subtracted first (LayerNorm without its shift)."""
+
+    def forward(self, x):
+        return super().forward(x - x.mean(-1, keepdim=True))
+
+
 RMS_NORM_BUGS = [
     (DividedByRsqrt, "rms_multiplied_by_rms"),
     (OlmoRMSNorm, "norm_eps_outside_root"),
@@ -260,6 +275,7 @@ RMS_NORM_BUGS = [
     (GemmaStyleRMSNorm, "rms_one_plus_weight"),
     (LengthRMSNorm, "rms_sum_not_mean"),
     (UnscaledRMSNorm, "norm_weight_ignored"),
+    (CentredRMSNorm, "rms_centred"),
 ]
 
 
@@ -425,6 +441,13 @@ def slopes_float64(num_heads):
     return torch.tensor(alibi_slopes(num_heads).tolist(), dtype=torch.float64)
 
 
+def slopes_extra_first(num_heads):
+    """Constructed: the extra slopes put before the closest power of two's."""
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = alibi_slopes(num_heads)
+    return torch.cat([slopes[closest:], slopes[:closest]])
+
+
 SLOPE_BUGS = [
     (slopes_one_line, "alibi_one_line_slopes"),
     (slopes_from_zero, "alibi_slopes_from_zero"),
@@ -432,6 +455,7 @@ SLOPE_BUGS = [
     (slopes_closest_only, "alibi_closest_power_only"),
     (slopes_reversed, "alibi_slopes_reversed"),
     (slopes_float64, "alibi_not_float32"),
+    (slopes_extra_first, "alibi_extra_first"),
 ]
 
 

@@ -177,10 +177,9 @@ def _layer(c, cls, args, names, seed):
     return module.eval(), parts, owner
 
 
-def _check_norm(name, cls, names, bugs):
+def _check_norm(c, cls, names, bugs, what):
     __tracebackhide__ = True
-    c = E.Check(name)
-    c.ensure_class(cls, f"a class such as {name[6:].replace('_n', 'N').replace('rms', 'RMS')}")
+    c.ensure_class(cls, f"a class such as {what}")
     for d, seed in ((8, 1401), (13, 1402)):
         module, p, owner = _layer(c, cls, (d,), ("eps", *names), seed)
         with torch.no_grad():  # a scale and a shift of their own, so that ignoring one shows
@@ -195,12 +194,12 @@ def _check_norm(name, cls, names, bugs):
 
 def check_layer_norm(cls: type) -> None:
     """Check ``LayerNorm(d, eps=1e-5)``: (x - mean) / sqrt(biased var + eps) * weight + bias."""
-    _check_norm("check_layer_norm", cls, ("weight", "bias"), LN_BUGS)
+    _check_norm(E.Check("check_layer_norm"), cls, ("weight", "bias"), LN_BUGS, "LayerNorm")
 
 
 def check_rms_norm(cls: type) -> None:
     """Check ``RMSNorm(d, eps=1e-5)``: x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
-    _check_norm("check_rms_norm", cls, ("weight",), RMS_BUGS)
+    _check_norm(E.Check("check_rms_norm"), cls, ("weight",), RMS_BUGS, "RMSNorm")
 
 
 def check_gelu(fn: object) -> None:
