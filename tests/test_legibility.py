@@ -80,48 +80,51 @@ def test_explorer_frame_text_is_at_least_9_px_on_screen(name):
 # output; JupyterLab shows it at its natural size, shrunk to the output area when wider (the same
 # area as an explorer's frame, FRAME_WIDTH). The PNG holds no text to measure, so each notebook is
 # run (light: NBGRADER_EXECUTION=validate shortens training, not figures) with every figure measured
-# as the inline backend renders it (bbox_inches="tight" at the figure's dpi), when shown or at the
-# end of its cell.
+# as the inline backend renders it (bbox_inches="tight" at the figure's dpi) when it is displayed
+# (its PNG formatter is wrapped: plt.show, the end of a cell and a returned Figure all go through it).
 MEASURE = """
 import io as __io, json as __json, sys as __sys
 __sys.path.insert(0, {root!r})
+import matplotlib.pyplot as __plt
+from matplotlib.figure import Figure as __Figure
 from tools import figures as __F
 __measured, __seen, __cell = [], set(), [None]
 
 
-def __measure_open_figures():
-    import matplotlib.pyplot as plt
-    for num in plt.get_fignums():
-        fig = plt.figure(num)
-        if id(fig) in __seen or not fig.axes and not fig.texts:
-            continue
-        __seen.add(id(fig))
-        png = __io.BytesIO()
-        fig.savefig(png, format="png", dpi=fig.dpi, bbox_inches="tight")
-        width = int.from_bytes(png.getvalue()[16:20], "big")  # the PNG header's width
-        scale = min(1.0, {shown} / width)
-        small = sorted((round(size * fig.dpi / 72 * scale, 1), text)
-                       for size, text in __F.drawn_texts(fig, fig.dpi)
-                       if size * fig.dpi / 72 * scale < {minimum})
-        __measured.append({{"cell": __cell[0], "width": width, "small": small[:3], "count": len(small)}})
+def __measure(fig):
+    if id(fig) in __seen:
+        return
+    __seen.add(id(fig))
+    png = __io.BytesIO()
+    fig.savefig(png, format="png", dpi=fig.dpi, bbox_inches="tight")
+    width = int.from_bytes(png.getvalue()[16:20], "big")  # the PNG header's width
+    scale = min(1.0, {shown} / width)
+    small = sorted((round(size * fig.dpi / 72 * scale, 1), text)
+                   for size, text in __F.drawn_texts(fig, fig.dpi)
+                   if size * fig.dpi / 72 * scale < {minimum})
+    __measured.append({{"cell": __cell[0], "width": width, "small": small[:3], "count": len(small)}})
 
 
-def __before(info):
-    __cell[0] = info.raw_cell
+def __wrap(render):
+    def measured(fig, *args, **kwargs):
+        __measure(fig)
+        return render(fig, *args, **kwargs)
+
+    measured.course_measures = True
+    return measured
 
 
+def __before(info=None):
+    __cell[0] = info and info.raw_cell
+    png = get_ipython().display_formatter.formatters["image/png"]
+    render = png.lookup_by_type(__Figure)  # every figure shown inline goes through it
+    if not getattr(render, "course_measures", False):
+        png.for_type(__Figure, __wrap(render))
+
+
+__plt.close(__plt.figure())  # loads the inline backend now, and with it its PNG formatter
+__before()
 get_ipython().events.register("pre_run_cell", __before)
-get_ipython().events.register("post_execute", __measure_open_figures)  # before the inline flush
-import matplotlib.pyplot as __plt
-__show = __plt.show
-
-
-def __measured_show(*args, **kwargs):
-    __measure_open_figures()
-    return __show(*args, **kwargs)
-
-
-__plt.show = __measured_show
 """
 
 
@@ -182,15 +185,29 @@ def _solutions_with_inline_figures():
     ]
 
 
+# Measured on 2026-11-28, when this test first covered figures made in cells: the smallest text
+# of each chapter that had some under 9 px (not chapter 10's owner's to fix). A ratchet: it may
+# only go down to nothing; a figure smaller still, or another chapter, fails.
+SMALL_INLINE: dict[str, float] = {
+    "03_causal_masking.ipynb": 6.2,  # cells 44 (8.4 px) and 56 (6.2 px): heat maps 11 and 15 in wide
+    "08_attention_that_learns.ipynb": 8.6,  # cells 19 and 28: heads_grid, 13.7 in wide
+}
+
+
 @pytest.mark.parametrize("path", _solutions_with_inline_figures(), ids=lambda p: p.name)
 def test_inline_figure_text_is_at_least_9_px_on_screen(path):
     from tools import nbtools
 
     measured = measure_inline_figures(path)
+    floor = SMALL_INLINE.get(path.name)
+    smallest = min((f["small"][0][0] for f in measured if f["count"]), default=None)
+    if floor is not None:
+        assert smallest is not None, f"{path.name} is readable now: remove it from SMALL_INLINE"
+        assert smallest >= floor, f"{path.name}: text of {smallest} px, under its recorded {floor}"
     small = [
         f"cell {f['cell']} ({f['width']} px): {f['count']} texts, e.g. {f['small']}"
         for f in measured
-        if f["count"]
+        if f["count"] and floor is None
     ]
     assert not small, (
         f"{path.name}: inline figures with text under {F.MIN_TEXT_PX} px when shown at most "
