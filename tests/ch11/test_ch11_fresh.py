@@ -7,6 +7,8 @@ where it is right. A wrong answer's check stays under 2 s of CPU on one thread."
 from __future__ import annotations
 
 import pytest
+import torch
+import torch.nn.functional as F
 
 import course_utils as cu
 from course_utils.checks import CheckFailure
@@ -145,6 +147,32 @@ def test_a_whole_numpy_count_passes_and_an_unexplained_count_shows_its_factors(c
     off = lambda layout, *a, **k: exact(layout, *a, **k) + (layout.window is not None)
     with pytest.raises(CheckFailure, match=r"expected 131,072 = 1 x \(32 windowed caches x 1 tok"):
         cu.checks.check_kv_cache_bytes(off)
+
+
+def chunked_zeros_float32(q, k, v, chunk):
+    """Written for the course: the state made by torch.zeros without dtype=, float32 whatever q is;
+    the first chunk reads it before any sum promotes it, so float64 inputs crash (cq @ S)."""
+    b, h, n, dk = q.shape
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    S, z = (
+        torch.zeros(b, h, dk, v.shape[-1], device=q.device),
+        torch.zeros(b, h, dk, device=q.device),
+    )
+    outs = []
+    for lo in range(0, n, chunk):
+        cq, ck, cv = fq[:, :, lo : lo + chunk], fk[:, :, lo : lo + chunk], v[:, :, lo : lo + chunk]
+        a = (cq @ ck.mT).tril()
+        outs.append((a @ cv + cq @ S) / (a.sum(-1, keepdim=True) + cq @ z[..., None]))
+        S, z = S + ck.mT @ cv, z + ck.sum(2)
+    return torch.cat(outs, dim=2)
+
+
+def test_a_crash_in_float64_only_is_named_as_the_dtype():
+    with pytest.raises(
+        CheckFailure, match="in float64:\nGiven inputs in float64, your function cras"
+    ):
+        cu.checks.check_linear_attention_chunked(chunked_zeros_float32)
+    assert _verdict("check_linear_attention_chunked", chunked_zeros_float32) == "dtype_not_kept"
 
 
 @pytest.mark.parametrize(

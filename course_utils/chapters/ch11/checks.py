@@ -38,12 +38,10 @@ def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, 
     return batch * (windowed * held + (caches - windowed) * context) * per_token * bytes_per_value
 
 
-SLIPS = (
-    "values_forgotten window_ignored window_everywhere latent_ignored latent_per_head"  # kv_<slip>
-)
+SLIPS = "values_forgotten window_ignored window_everywhere latent_ignored latent_per_head"
 SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored windowed_dropped".split()
-LABEL = "4 or 12 layers, 2 or 4 kv heads of 8"  # FACTORS, mistake: (layers, kv heads, batch, bytes,
-# how many times the count of (4, 2, 1, 1) it then gives; the right count grows 2, 3, 3 and 4 times)
+# FACTORS, mistake: (layers, kv heads of 8, batch, bytes, how many times the count of (4, 2, 1, 1) it
+# then gives, 10 tokens; the right count grows 2, 3, 3 and 4 times)
 FACTORS = {"kv_heads_squared": (4, 4, 1, 1, 4), "kv_layers_ignored": (12, 2, 1, 1, 1)}
 FACTORS |= {"kv_batch_ignored": (4, 2, 3, 1, 1), "kv_bytes_per_value_ignored": (4, 2, 1, 4, 1)}
 
@@ -77,11 +75,14 @@ def _explained(lay, context, batch, size) -> str:
     """The right count and its factors, in words."""
     caches, w = lay.layers // lay.layers_per_cache, lay.windowed_caches
     per = lay.latent_dim + lay.rope_dim if lay.latent_dim else 2 * lay.kv_heads * lay.head_dim
-    held = [f"{w} windowed caches x {min(context, lay.window or context):,} tokens"] * bool(w)
-    held += [f"{caches - w} caches x {context:,} tokens"] * bool(caches - w)
+    many = lambda n, word: f"{n:,} {word}{'s' * (n != 1)}"
+    held = [f"{many(w, 'windowed cache')} x {many(min(context, lay.window or context), 'token')}"]
+    held = held * bool(w) + [f"{many(caches - w, 'cache')} x {many(context, 'token')}"] * (
+        caches > w
+    )
     return (
         f"{cache_bytes(lay, context, batch, size):,} = {batch} x ({' + '.join(held)}) x "
-        f"{per:,} numbers per token x {size} bytes"
+        f"{per:,} numbers per token x {many(size, 'byte')}"
     )
 
 
@@ -99,7 +100,9 @@ def check_kv_cache_bytes(fn) -> None:
             if all((n - cache_bytes(*case)) % 2**32 == 0 for _, n, case in wrong):
                 raise c.bug("kv_int32_overflow", expected)
             KV = E.chapters().KVLayout
-            probe = lambda L, h, *rest: _count(c, fn, LABEL, KV(L, h, 8), 10, *rest)
+            probe = lambda L, h, *rest: _count(
+                c, fn, f"{L} layers, {h} kv heads of 8", KV(L, h, 8), 10, *rest
+            )
             (base, n0), found = probe(4, 2, 1, 1), []
             for bug, (*args, factor) in FACTORS.items():
                 other, n1 = probe(*args)

@@ -88,11 +88,16 @@ def backward(c: E.Check, fn, args, names, learn, what: str, reference) -> None:
 
 def keeps_float64(c: E.Check, fn, args, what: str) -> None:
     """Given float64 inputs, every floating-point tensor fn returns must be float64."""
-    to64 = lambda t: t.double() if t.is_floating_point() else t
-    got = c.call(fn, *cast(list(args), to64), what=f"{what}, in float64")
+    to64, where = lambda t: t.double() if t.is_floating_point() else t, f"For {what}, in float64:"
+    try:
+        got = c.call(fn, *cast(list(args), to64), what=f"{what}, in float64")
+    except E.CheckFailure as failure:  # a crash only there: a float32 tensor met a float64 one
+        if failure.bug:
+            raise
+        raise c.bug("dtype_not_kept", where, did=f"crashed ({failure.__cause__})") from None
     dtypes = [t.dtype for t in leaves(got) if t.is_floating_point() and t.dtype != torch.float64]
     if dtypes:
-        raise c.bug("dtype_not_kept", f"For {what}, all inputs float64:", dtype=dtypes[0])
+        raise c.bug("dtype_not_kept", where, did=f"returned a {dtypes[0]} tensor")
 
 
 def finite_when_large(c: E.Check, fn, args, what: str) -> None:
