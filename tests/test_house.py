@@ -46,7 +46,13 @@ CORE_CAP = 3_000
 CHAPTER_CAP = 650
 FILE_CAP = 500
 # Measured exceptions, a ratchet (lower them, never raise them): each says why it is over.
-CHAPTER_EXCEPTIONS: dict[str, int] = {}
+CHAPTER_EXCEPTIONS: dict[str, int] = {
+    # 2026-11-28, issue 38: checks 396 + sparse_shared 193 + explorer 106. The checks now refuse an
+    # absorbed MLA that builds keys, a recurrence that changes the caller's state, and name 29 real
+    # wrong answers; ~50 of sparse_shared's lines are generic (inputs untouched, a backward step
+    # through a function, pairs of variants) and belong in the engine once the core has room.
+    "ch11": 695,
+}
 FILE_EXCEPTIONS: dict[str, int] = {}
 
 
