@@ -53,3 +53,62 @@ def test_stub_and_unknown_failures():
         cu.checks.check_softmax(_stub)
     assert class_report.name_mistake(str(failure.value), catalogue) == class_report.STUB
     assert class_report.name_mistake("something else went wrong", catalogue) == class_report.OTHER
+
+
+def _solution_cells(name):
+    from tools import nbtools
+
+    return nbtools.read(nbtools.SOLUTIONS / name).cells
+
+
+def test_checks_are_listed_in_notebook_order_not_alphabetically():
+    order = class_report.check_order(_solution_cells("01_toy_attention.ipynb"))
+    assert order == [
+        "ch01_check_attention_scores",
+        "ch01_check_softmax",
+        "ch01_check_attention_weights",
+        "ch01_check_context_vectors",
+    ]
+    assert order != sorted(order)
+
+
+def test_a_check_builds_on_the_checks_of_the_exercises_it_calls():
+    """context_vectors calls attention_weights; chapter 03's two masks call causal_mask."""
+    ch01 = class_report.upstream_checks(_solution_cells("01_toy_attention.ipynb"))
+    assert ch01["ch01_check_context_vectors"] == ["ch01_check_attention_weights"]
+    assert ch01["ch01_check_attention_weights"] == [] and ch01["ch01_check_softmax"] == []
+    ch03 = class_report.upstream_checks(_solution_cells("03_causal_masking.ipynb"))
+    assert ch03["ch03_check_mask_after_softmax"] == ["ch03_check_causal_mask"]
+    assert ch03["ch03_check_mask_before_softmax"] == ["ch03_check_causal_mask"]
+
+
+def test_a_student_whose_exercise_calls_nothing_earlier_has_no_cascade():
+    cells = [c for c in _solution_cells("01_toy_attention.ipynb")]
+    answer = next(
+        c for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ch01_context_vectors"
+    )
+    answer.source = (
+        "def context_vectors(inputs):\n    return torch.softmax(inputs @ inputs.T, -1) @ inputs"
+    )
+    assert class_report.upstream_checks(cells)["ch01_check_context_vectors"] == []
+
+
+def test_the_report_names_students_and_keeps_cascades_cheats_and_refusals_apart():
+    row = class_report.CheckRow("01_toy_attention", "ch01_check_context_vectors")
+    row.passed, row.restored, row.withdrawn = ["ada"], ["tam"], ["eve"]
+    row.mistakes = {"context_transposed_weights": ["bob"]}
+    row.cascades = {"ch01_check_attention_weights": ["cy", "al"]}
+    row.not_graded = {class_report.REFUSED: ["zed"]}
+    first = class_report.CheckRow("01_toy_attention", "ch01_check_softmax", passed=["ada"])
+    report = class_report.Report(
+        "week1", 7, [first, row], 0, {}, {},
+        [("tam", "01_toy_attention", "restored", "Cell 27 had its locked text changed.")],
+    )  # fmt: skip
+    text = class_report.markdown(report, plot=None)
+    assert "| 01_toy_attention | check_context_vectors | 1 | 1 | 1 | 2 | 1 | 1 |" in text
+    assert text.index("check_softmax |") < text.index("check_context_vectors |")
+    assert "| `context_transposed_weights` | bob |" in text
+    assert "| check_context_vectors | check_attention_weights | al, cy |" in text
+    assert "| withdrawn by the guard | eve |" in text and "| refused by nbgrader | zed |" in text
+    assert "| tam | 01_toy_attention | restored | Cell 27 had its locked text changed. |" in text
+    assert report.totals() == {"context_transposed_weights": 1}  # cascades are not mistakes

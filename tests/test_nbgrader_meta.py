@@ -246,6 +246,29 @@ def test_course_directory_has_config_and_every_chapter(tmp_path):
     compile(config, "nbgrader_config.py", "exec")
 
 
+def test_the_course_config_restores_names_stops_and_encrypts(tmp_path):
+    """Tampered cells are put back before nbgrader's own sanitizers see them, StopsExecute runs the
+    kernel where Execute did (the guard right after it), one limit serves both, and kernels talk
+    to nbgrader over an encrypted transport (no warning to print)."""
+    meta.make_course(tmp_path, "ps1", chapters=("01",))
+    config = " ".join((tmp_path / "nbgrader_config.py").read_text().split())
+    assert "sanitize_preprocessors = [ ClearOutput, RestoreFromRelease, DeduplicateIds," in config
+    assert "autograde_preprocessors = [ StopsExecute, FreshChecks, IgnorePattern," in config
+    assert "c.Execute.timeout = 300" in config and "FreshChecks.cell_timeout" not in config
+    assert 'c.KernelManager.transport_encryption = "auto"' in config
+    assert "db_url" not in config  # the default: gradebook.db beside it
+
+
+def test_a_course_for_another_gradebook_names_it_once(tmp_path, capsys):
+    url = "postgresql+psycopg://grader@localhost/grades"
+    meta.main(["course", str(tmp_path), "--chapters", "01", "--db", url])
+    meta.set_db_url(tmp_path, url)  # as make grade DB=... does on a course that names it
+    config = (tmp_path / "nbgrader_config.py").read_text()
+    assert config.count(f"c.CourseDirectory.db_url = {url!r}") == 1
+    assert config.index("db_url") > config.index("course_id")
+    compile(config, "nbgrader_config.py", "exec")
+
+
 def test_course_directory_of_some_chapters(tmp_path, capsys):
     written = meta.make_course(tmp_path, "week1", chapters=("01", "03"))
     assert [p.name for p in written] == [n for n in NAMES if n[:2] in ("01", "03")]

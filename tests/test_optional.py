@@ -26,10 +26,14 @@ def test_the_nbgrader_classes_build_on_what_is_installed():
     """In .venv-nbgrader they extend nbgrader's classes; elsewhere they still import."""
     from tools.nbgrader_feedback import FeedbackPage
     from tools.nbgrader_guard import FreshChecks
+    from tools.nbgrader_restore import RestoreFromRelease
+    from tools.nbgrader_stops import StopsExecute
 
     for cls, module, name in (
         (FeedbackPage, "nbconvert.exporters", "HTMLExporter"),
         (FreshChecks, "nbgrader.preprocessors", "NbGraderPreprocessor"),
+        (RestoreFromRelease, "nbgrader.preprocessors", "NbGraderPreprocessor"),
+        (StopsExecute, "nbgrader.preprocessors", "Execute"),
     ):
         try:
             base = getattr(importlib.import_module(module), name)

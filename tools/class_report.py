@@ -1,14 +1,27 @@
 """What a class got wrong: `make report COURSE=dir ASSIGNMENT=name [DB=url]`.
 
 Reads the gradebook (scores, written answers still waiting for a person) and the autograded
-notebooks (each failed self-check's message), and writes ``report/report.md``, ``report.html`` and
-``mistakes.png`` in the course directory: per chapter and self-check, how many students passed,
-which catalogued mistakes (``course_utils/chapters/*/mistakes.txt``) the failures name and how
-often, the checks stopped at their time limit, and the written answers waiting for grading.
+notebooks (each failed self-check's message, the grader's notes), and writes ``report/report.md``,
+``report.html`` and ``mistakes.png`` in the course directory. Per chapter and self-check, in the
+order the notebook has them, each student falls in exactly one column:
 
-A failure's mistake is found from its message: the check fills the catalogue's diagnosis and hint
-with the student's values, so the mistake whose fixed text the message holds (the most of it) is
-the one named. A failure no catalogue entry matches is counted as "other".
+* **passed**, told apart from a pass in a notebook whose locked cells or metadata the grader put
+  back first (tools/nbgrader_restore.py);
+* **failed: own mistake**, with the catalogued mistake its message names
+  (``course_utils/chapters/*/mistakes.txt``; the check fills the catalogue's text with the
+  student's values, so the entry whose fixed text the message holds, the most of it, is the one
+  named), or ``stub``, ``timeout``, ``KeyboardInterrupt``, ``kernel died``, ``other``;
+* **failed after an earlier failure** (a cascade): the student's exercise calls an earlier
+  exercise of the notebook whose own check failed (a right ``context_vectors`` fails when the
+  ``attention_weights`` it calls is wrong); fix the first and look again. Read statically from the
+  student's cells: such a failure may also hide a mistake of its own;
+* **withdrawn by the guard**: passed in the student's kernel, failed where the student's code
+  could not change the verdict (tools/nbgrader_guard.py: a patched check, the course's own
+  answer); the points a cheat would have had;
+* **not graded**: the notebook is missing or renamed, or nbgrader refused it (make grade's reason).
+
+Each mistake and cascade lists its students; what the grader changed or saw (restored cells, a
+kernel that died, a notebook refused, ...) is listed per student.
 
     python -m tools.class_report COURSE ASSIGNMENT [--db URL] [--out DIR]   (in .venv-nbgrader)
 """
@@ -29,8 +42,10 @@ if str(ROOT) not in sys.path:
 
 STUB = "stub"  # the untouched exercise (its message says "the exercise stub is still in place")
 TIMEOUT = "timeout"
+RAISED = "KeyboardInterrupt"  # raised by the student's code itself
+DIED = "kernel died"
 OTHER = "other"
-NOT_GRADED = "not graded"  # no output to read: the notebook was missing, renamed, or crashed
+REFUSED, MISSING = "refused by nbgrader", "missing or renamed"
 
 
 def _plain(text: str) -> str:
@@ -68,23 +83,85 @@ def name_mistake(message: str, catalogue) -> str:
     return best
 
 
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def check_order(cells) -> list[str]:
+    """grade_ids of the notebook's self-checks (autograded code cells), in notebook order."""
+    return [
+        m["grade_id"] for c in cells if c.cell_type == "code" and (m := _nbgrader(c)).get("grade")
+    ]
+
+
+def upstream_checks(cells) -> dict[str, list[str]]:
+    """{check grade_id: the earlier checks whose exercises its exercise builds on}, read from the
+    cells: a check's exercises are the answer cells defining a name it reads; an exercise builds
+    on the answer cells defining a name it reads (in function bodies too), and on theirs."""
+    from tools.nbgrader_needs import cell_names
+
+    answers: list[tuple[set[str], set[str]]] = []  # (reads, binds) of each answer cell
+    checks: dict[str, set[int]] = {}  # check grade_id: indices into answers
+    for cell in cells:
+        meta = _nbgrader(cell)
+        if cell.cell_type != "code" or not meta.get("grade_id"):
+            continue
+        reads, binds, _ = cell_names(cell.source)
+        if meta.get("solution") and not meta.get("grade"):
+            answers.append((reads, binds))
+        elif meta.get("grade"):
+            checks[meta["grade_id"]] = {i for i, (_, b) in enumerate(answers) if reads & b}
+
+    def below(index: int, seen: set[int]) -> set[int]:
+        for j, (_, binds) in enumerate(answers[:index]):
+            if j not in seen and answers[index][0] & binds:
+                seen.add(j)
+                below(j, seen)
+        return seen
+
+    upstream = {}
+    for check, own in checks.items():
+        builds_on = set().union(*(below(i, set()) for i in own)) - own
+        upstream[check] = [c for c, theirs in checks.items() if c != check and theirs & builds_on]
+    return upstream
+
+
 @dataclass
 class CheckRow:
     notebook: str
     check: str
-    passed: int = 0
-    failed: int = 0
-    mistakes: Counter = field(default_factory=Counter)
+    passed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # passed, after the grader restored cells
+    mistakes: dict[str, list[str]] = field(default_factory=dict)  # own mistakes: name: students
+    cascades: dict[str, list[str]] = field(default_factory=dict)  # earlier check: students
+    withdrawn: list[str] = field(default_factory=list)
+    not_graded: dict[str, list[str]] = field(default_factory=dict)  # why: students
+
+    def add(self, column: dict, key: str, student: str) -> None:
+        column.setdefault(key, []).append(student)
 
 
 @dataclass
 class Report:
     assignment: str
     students: int
-    checks: list[CheckRow]
+    checks: list[CheckRow]  # notebooks in name order, checks in notebook order
     waiting: int  # written answers no person has graded yet
     waiting_by_question: dict[tuple[str, str], int]
     timeouts: dict[str, int]
+    events: list[tuple[str, str, str, str]] = field(default_factory=list)  # student, nb, kind, text
+
+    def totals(self) -> Counter:
+        total: Counter = Counter()
+        for row in self.checks:
+            for mistake, students in row.mistakes.items():
+                total[mistake] += len(students)
+        return total
+
+
+def _first_error(cell) -> dict | None:
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return errors[0] if errors else None
 
 
 def collect(course: Path, assignment: str, db: str | None = None) -> Report:
@@ -92,6 +169,8 @@ def collect(course: Path, assignment: str, db: str | None = None) -> Report:
     from nbgrader.api import Gradebook
 
     from tools.grade_parts import TIMEOUT_NAMES, course_settings
+    from tools.nbgrader_feedback import events
+    from tools.nbgrader_guard import FRESH  # the first line of a verdict the guard withdrew
 
     course = Path(course)
     course_id, configured = course_settings(course)
@@ -100,50 +179,72 @@ def collect(course: Path, assignment: str, db: str | None = None) -> Report:
     rows: dict[tuple[str, str], CheckRow] = {}
     waiting: Counter = Counter()
     timeouts: Counter = Counter()
+    happened: list[tuple[str, str, str, str]] = []
+    source = course / "source" / assignment
+    released = {p.stem: nbformat.read(p, as_version=4).cells for p in source.glob("*.ipynb")}
+    for name, cells in sorted(released.items()):
+        for check in check_order(cells):
+            rows[name, check] = CheckRow(name, check)
     with Gradebook(db, course_id) as gb:
         submissions = gb.assignment_submissions(assignment)
         for submission in submissions:
             student = submission.student.id
             for nb in submission.notebooks:
                 graded = course / "autograded" / student / assignment / f"{nb.name}.ipynb"
-                errors = {}
-                if graded.exists():
-                    for cell in nbformat.read(graded, as_version=4).cells:
-                        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-                        errs = [
-                            o for o in cell.get("outputs", []) if o.get("output_type") == "error"
-                        ]
-                        if gid and errs:
-                            errors[gid] = errs[0]
-                for grade in sorted(nb.grades, key=lambda g: g.name):
+                autograded = nbformat.read(graded, as_version=4) if graded.exists() else None
+                cells = autograded.cells if autograded else None
+                said = events(autograded) if autograded else []
+                happened += [(student, nb.name, e["kind"], e["text"]) for e in said]
+                kinds = {e["kind"] for e in said}
+                errors = {_nbgrader(c).get("grade_id"): _first_error(c) for c in cells or []}
+                upstream = upstream_checks(cells or released.get(nb.name, []))
+                failed = {g.name for g in nb.grades if g.score < g.max_score}
+                for grade in nb.grades:
                     if grade.cell_type == "markdown":
                         if grade.needs_manual_grade:
                             waiting[nb.name, grade.name] += 1
                         continue
                     row = rows.setdefault((nb.name, grade.name), CheckRow(nb.name, grade.name))
-                    if grade.score >= grade.max_score:
-                        row.passed += 1
-                        continue
-                    row.failed += 1
                     error = errors.get(grade.name)
-                    if error is None:
-                        row.mistakes[NOT_GRADED] += 1
+                    if grade.score >= grade.max_score:
+                        (row.restored if "restored" in kinds else row.passed).append(student)
+                    elif cells is None or "refused" in kinds:
+                        row.add(row.not_graded, REFUSED if cells else MISSING, student)
+                    elif error is None:
+                        row.add(row.mistakes, OTHER, student)  # e.g. a person's lower score
+                    elif error.get("traceback", [""])[:1] == [FRESH]:
+                        row.withdrawn.append(student)
                     elif error.get("ename") in TIMEOUT_NAMES:
-                        row.mistakes[TIMEOUT] += 1
+                        row.add(row.mistakes, TIMEOUT, student)
                         timeouts[grade.name] += 1
+                    elif error.get("ename") in (RAISED, "KernelDied"):
+                        row.add(row.mistakes, RAISED if error["ename"] == RAISED else DIED, student)
                     else:
-                        row.mistakes[name_mistake(error.get("evalue", ""), catalogue)] += 1
+                        mistake = name_mistake(error.get("evalue", ""), catalogue)
+                        before = [c for c in upstream.get(grade.name, []) if c in failed]
+                        if before and mistake != STUB:
+                            row.add(row.cascades, before[0], student)
+                        else:
+                            row.add(row.mistakes, mistake, student)
+    order = {key: i for i, key in enumerate(rows)}
     return Report(
         assignment,
         len(submissions),
-        sorted(rows.values(), key=lambda r: (r.notebook, r.check)),
+        sorted(rows.values(), key=lambda r: (r.notebook, order[r.notebook, r.check])),
         sum(waiting.values()),
         dict(waiting),
         dict(timeouts),
+        sorted(happened),
     )
 
 
+def _who(students: list[str]) -> str:
+    return ", ".join(sorted(students))
+
+
 def markdown(report: Report, plot: str | None = "mistakes.png") -> str:
+    from tools.nbgrader_feedback import check_label
+
     lines = [
         f"# Class report: {report.assignment}",
         "",
@@ -153,24 +254,59 @@ def markdown(report: Report, plot: str | None = "mistakes.png") -> str:
     if plot:
         lines += [f"![passes and mistakes per self-check]({plot})", ""]
     lines += [
-        "## Self-checks",
+        "## Self-checks, in notebook order",
         "",
-        "| chapter | self-check | passed | failed | mistakes named (count) |",
-        "|---|---|---:|---:|---|",
+        "Each student counts once per check. *restored*: passed in a notebook whose locked cells or "
+        "metadata the grader put back first (see the last table); *after an earlier failure*: the "
+        "exercise calls an earlier one whose check failed; *withdrawn*: passed in the student's "
+        "kernel, failed where the student's code could not change the verdict (points a cheat "
+        "would have had).",
+        "",
+        "| chapter | self-check | passed | restored | own mistake | after an earlier failure "
+        "| withdrawn | not graded |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for row in report.checks:
-        named = ", ".join(f"`{m}` ({n})" for m, n in row.mistakes.most_common()) or "–"
-        lines.append(f"| {row.notebook} | {row.check} | {row.passed} | {row.failed} | {named} |")
-    total = Counter()
-    for row in report.checks:
-        total.update(row.mistakes)
+    count = lambda column: sum(map(len, column.values()))  # noqa: E731
+    for r in report.checks:
+        lines.append(
+            f"| {r.notebook} | {check_label(r.check)} | {len(r.passed)} | {len(r.restored)} | "
+            f"{count(r.mistakes)} | {count(r.cascades)} | {len(r.withdrawn)} | "
+            f"{count(r.not_graded)} |"
+        )
+    lines += ["", "## Mistakes, with the students who made them", ""]
+    lines += ["| chapter | self-check | mistake | students |", "|---|---|---|---|"]
+    for r in report.checks:
+        for mistake, students in sorted(r.mistakes.items(), key=lambda kv: -len(kv[1])):
+            lines.append(
+                f"| {r.notebook} | {check_label(r.check)} | `{mistake}` | {_who(students)} |"
+            )
+    lines += ["", "## Failures after an earlier failure (not counted as mistakes)", ""]
+    lines += ["| chapter | self-check | failed after | students |", "|---|---|---|---|"]
+    for r in report.checks:
+        for before, students in r.cascades.items():
+            lines.append(
+                f"| {r.notebook} | {check_label(r.check)} | {check_label(before)} | "
+                f"{_who(students)} |"
+            )
+    lines += ["", "## Withdrawn by the guard, and not graded", ""]
+    lines += ["| chapter | self-check | what | students |", "|---|---|---|---|"]
+    for r in report.checks:
+        columns = [("withdrawn by the guard", r.withdrawn), *r.not_graded.items()]
+        for what, students in columns:
+            if students:
+                lines.append(
+                    f"| {r.notebook} | {check_label(r.check)} | {what} | {_who(students)} |"
+                )
+    lines += ["", "## What the grader changed or saw", ""]
+    lines += ["| student | chapter | what | in words |", "|---|---|---|---|"]
+    lines += [f"| {s} | {nb} | {k} | {t} |" for s, nb, k, t in report.events]
     lines += ["", "## Mistakes across the class", "", "| mistake | times |", "|---|---:|"]
-    lines += [f"| `{m}` | {n} |" for m, n in total.most_common()] or ["| – | 0 |"]
+    lines += [f"| `{m}` | {n} |" for m, n in report.totals().most_common()] or ["| – | 0 |"]
     lines += [
         "",
-        f"`{STUB}`: the exercise left as released; `{TIMEOUT}`: stopped at its time limit "
-        f"(see the grading run's summary); `{OTHER}`: a failure no catalogued mistake matches; "
-        f"`{NOT_GRADED}`: no output to read (the notebook was missing or renamed, or it crashed).",
+        f"`{STUB}`: the exercise left as released; `{TIMEOUT}`: stopped at its time limit; "
+        f"`{RAISED}`: raised by the student's code; `{DIED}`: the kernel died in the cell (see the "
+        f"grading run's summary); `{OTHER}`: a failure no catalogued mistake matches.",
         "",
         "## Written answers waiting",
         "",
@@ -187,26 +323,33 @@ def plot(report: Report, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    total = Counter()
-    for row in report.checks:
-        total.update(row.mistakes)
-    mistakes = total.most_common()
+    mistakes = report.totals().most_common()
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(12, 0.35 * max(len(report.checks), len(mistakes), 4) + 1.5),
         layout="constrained",
     )  # fmt: skip
-    names = [r.check for r in report.checks]
-    left.barh(names, [r.passed for r in report.checks], color="#4c956c", label="passed")
-    left.barh(names, [r.failed for r in report.checks], left=[r.passed for r in report.checks],
-              color="#d1495b", label="failed")  # fmt: skip
+    names = [f"{r.notebook[:2]} {r.check.split('_', 1)[-1]}" for r in report.checks]
+    parts = [
+        ("passed", "#4c956c", lambda r: len(r.passed)),
+        ("restored", "#97c9a5", lambda r: len(r.restored)),
+        ("own mistake", "#d1495b", lambda r: sum(map(len, r.mistakes.values()))),
+        ("after an earlier failure", "#f4a6a6", lambda r: sum(map(len, r.cascades.values()))),
+        ("withdrawn", "#6c4675", lambda r: len(r.withdrawn)),
+        ("not graded", "#bbbbbb", lambda r: sum(map(len, r.not_graded.values()))),
+    ]
+    start = [0] * len(report.checks)
+    for label, color, size in parts:
+        widths = [size(r) for r in report.checks]
+        left.barh(names, widths, left=start, color=color, label=label)
+        start = [a + b for a, b in zip(start, widths)]
     left.invert_yaxis()
     left.set_xlabel("students")
-    left.set_title("self-checks")
-    left.legend(loc="lower right")
+    left.set_title("self-checks, in notebook order")
+    left.legend(loc="lower right", fontsize=9)
     right.barh([m for m, _ in mistakes], [n for _, n in mistakes], color="#edae49")
     right.invert_yaxis()
-    right.set_xlabel("times named")
-    right.set_title("mistakes")
+    right.set_xlabel("times made")
+    right.set_title("own mistakes")
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

@@ -16,10 +16,19 @@ student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any
    another (tools/grade_worker.py), so nbgrader's imports and the honesty guard's template are
    paid once per worker, as nbgrader's own sequential autograde pays them once; every worker's
    kernels are forked from one process that has imported torch and the course
-   (tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). A student whose
-   kernel dies is graded again notebook by notebook, so one crashing notebook costs only
-   itself; a cell that hangs is stopped at its limit and named in the summary;
-4. the summary, in words: timeouts, crashed and missing or renamed notebooks.
+   (tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). The course's config
+   puts tampered cells back as released (tools/nbgrader_restore.py), stops each cell at its
+   limit, in the kernel and in the guard's fresh run alike, and grades around a cell whose kernel
+   died (tools/nbgrader_stops.py). A student whose notebooks nbgrader still refuses is graded
+   again notebook by notebook, so a refused notebook costs only itself; it gets a feedback page
+   saying why (the release under a note);
+4. the summary, in words: cells stopped at their limit, KeyboardInterrupts the code raised,
+   kernels that died, cells restored, notebooks refused (with nbgrader's reason), missing or
+   renamed notebooks. The logs it names stay in ``.grade/logs-<assignment>/`` until the next run.
+
+``--db URL`` (``make grade DB=...``) is written into the course's ``nbgrader_config.py`` when it
+names no gradebook, so that nbgrader's own commands (``generate_feedback``, the formgrader) and
+``make report`` use the same one; a config naming another gradebook stops the run.
 
 A re-run grades only new or changed submissions: the files under ``submitted/<student>/<assignment>/``
 are hashed (with the limits and ``source/``) into ``.grade/state-<assignment>.json``.
@@ -53,11 +62,16 @@ from tools.grade_parts import (  # noqa: E402
     in_nbgrader_venv,
     measure_floor,
     merge,
+    naming_problems,
+    notebook_problems,
+    refusal_reason,
+    refused_notebook,
     run_nbgrader,
-    timeouts,
+    summary_text,
     worker_config,
 )
 from tools.grade_worker import Worker  # noqa: E402
+from tools.nbgrader_course import set_db_url  # noqa: E402
 from tools.nbgrader_roundtrip import nbgrader_env  # noqa: E402
 from tools.warm_kernel import KERNEL_NAME  # noqa: E402
 from tools.warm_kernel import start as start_warm_kernels  # noqa: E402
@@ -81,13 +95,27 @@ class Outcome:
     student: str
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
-    crashed: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)  # notebook: nbgrader's reason
 
 
 class Run:
     def __init__(self, course: Path, assignment: str, workers: int, db: str | None, quiet=False):
         self.course, self.assignment, self.workers = Path(course).resolve(), assignment, workers
+        self.quiet = quiet
         self.course_id, configured = course_settings(self.course)
+        if db and configured and db != configured:
+            raise SystemExit(
+                f"DB={db} but the course's nbgrader_config.py names the gradebook {configured}, "
+                "which nbgrader's own commands (generate_feedback, the formgrader) read: change "
+                "that line, or leave DB out, so that every command uses one gradebook"
+            )
+        if db and not configured:
+            set_db_url(self.course, db)
+            self._say(
+                f"Wrote c.CourseDirectory.db_url = {db!r} into {self.course / 'nbgrader_config.py'}"
+                ": nbgrader's own commands (generate_assignment, generate_feedback, the formgrader)"
+                " and make report now use that gradebook too"
+            )
         self.db = db or configured or f"sqlite:///{self.course / 'gradebook.db'}"
         self.source = self.course / "source" / assignment
         self.notebooks = sorted(p.stem for p in self.source.glob("*.ipynb"))
@@ -97,8 +125,10 @@ class Run:
             )
         self.state_dir = self.course / STATE
         self.state_dir.mkdir(exist_ok=True)
+        self.logs = self.state_dir / f"logs-{assignment}"  # kept until the next run
+        shutil.rmtree(self.logs, ignore_errors=True)
+        self.logs.mkdir()
         self.scratch = Path(tempfile.mkdtemp(prefix="grade-", dir=self.state_dir))
-        self.quiet = quiet
         self.lock = threading.Lock()
 
     # -- setup
@@ -110,7 +140,7 @@ class Run:
         (folder / "nbgrader_config.py").write_text(
             worker_config(self.course, folder, None), encoding="utf-8"
         )
-        log = self.scratch / "template.log"
+        log = self.logs / "template.log"
         if run_nbgrader(folder, ["generate_assignment", self.assignment, "--force"], log=log):
             raise SystemExit(f"nbgrader generate_assignment failed; see {log}")
         shutil.copy(folder / "gradebook.db", self.scratch / "clean.db")
@@ -136,15 +166,13 @@ class Run:
         status = run_nbgrader(
             template,
             ["autograde", self.assignment, "--student", REFERENCE, "--force"],
-            log=self.scratch / "calibrate.log",
+            log=self.logs / "calibrate.log",
         )
         reference_seconds = time.perf_counter() - start
         floor += measure_floor(len(self.notebooks) - half)
         warm_floor = measure_floor(len(self.notebooks), KERNEL_NAME) if warm else None
         if status:
-            raise SystemExit(
-                f"The solutions did not autograde; see {self.scratch / 'calibrate.log'}"
-            )
+            raise SystemExit(f"The solutions did not autograde; see {self.logs / 'calibrate.log'}")
         seconds: dict[str, float] = {}
         for path in sorted((template / "autograded" / REFERENCE / self.assignment).glob("*.ipynb")):
             for cell in nbformat.read(path, as_version=4).cells:
@@ -190,6 +218,8 @@ class Run:
 
     # -- one student
     def grade_student(self, worker: Worker, student: str, limits: dict, tick) -> Outcome:
+        import nbformat
+
         folder, out = worker.folder, Outcome(student)
         start = time.perf_counter()
         sub = folder / "submitted"
@@ -200,7 +230,7 @@ class Run:
             self.course / "submitted" / student / self.assignment
         )
         done = folder / "autograded" / student / self.assignment
-        log = self.scratch / f"{student}.log"
+        log = self.logs / f"{student}.log"
         backstop = sum(limits["cells"].values()) + 60 * len(self.notebooks) + 120
         seen: set[str] = set()
 
@@ -212,22 +242,37 @@ class Run:
         watcher = threading.Thread(target=watch, args=(flag,), daemon=True)
         watcher.start()
         status = worker.grade(student, log, timeout=backstop)
-        if status:  # a kernel died (or nbgrader was stopped): each notebook on its own
+        if status:  # nbgrader refused a notebook (or was stopped): each notebook on its own
             for notebook in self.submitted_notebooks(student):
+                before = log.stat().st_size if log.exists() else 0
                 failed = worker.grade(student, log, backstop, notebook)
                 if failed:
-                    out.crashed.append(notebook)
+                    with open(log, "rb") as handle:
+                        handle.seek(before)
+                        attempt = handle.read().decode("utf-8", "replace")
+                    out.refused[notebook] = (
+                        f"stopped after {backstop:.0f} s, the limit for a whole student"
+                        if failed == -9
+                        else refusal_reason(attempt)
+                    )
         flag.set()
         watcher.join()
         self._tick_new(done, seen, tick, final=len(self.notebooks))
+        for notebook, reason in out.refused.items():  # a page saying why, for the feedback
+            release = self.scratch / "template" / "release" / self.assignment / f"{notebook}.ipynb"
+            done.mkdir(parents=True, exist_ok=True)
+            nbformat.write(refused_notebook(release, reason, log), done / f"{notebook}.ipynb")
         for path in sorted(done.glob("*.ipynb")):
-            out.problems += timeouts(path, limits)
-        for notebook in out.crashed:
+            if path.stem not in out.refused:
+                out.problems += notebook_problems(path, limits)
+        for notebook, reason in out.refused.items():
             out.problems.append(
-                f"{notebook}: the notebook stopped the grader (its kernel died, e.g. the code exited "
-                f"Python or ran out of memory); its cells wait for a person. Log: {log}"
+                f"{notebook}: nbgrader refused it ({reason}); its self-checks wait for a person, "
+                f"and its feedback page says why. Log: {log}"
             )
-        out.problems += self.naming_problems(student)
+        out.problems += naming_problems(
+            self.course / "submitted" / student / self.assignment, self.notebooks
+        )
         with self.lock:
             merge(
                 f"sqlite:///{folder / 'gradebook.db'}",
@@ -258,20 +303,6 @@ class Run:
     def submitted_notebooks(self, student: str) -> list[str]:
         folder = self.course / "submitted" / student / self.assignment
         return [n for n in self.notebooks if (folder / f"{n}.ipynb").exists()]
-
-    def naming_problems(self, student: str) -> list[str]:
-        folder = self.course / "submitted" / student / self.assignment
-        present = {p.stem for p in folder.glob("*.ipynb")}
-        lines = []
-        for name in self.notebooks:
-            if name not in present:
-                near = sorted(p for p in present if p.startswith(name) and p != name)
-                why = f"; {near[0]}.ipynb was handed in instead (renamed?)" if near else ""
-                lines.append(f"{name}.ipynb is missing, so it scores 0{why}")
-        for extra in sorted(present - set(self.notebooks)):
-            if not any(extra.startswith(n) for n in self.notebooks):
-                lines.append(f"{extra}.ipynb is not part of the assignment and was not graded")
-        return lines
 
     # -- the class
     def students(self, only: list[str] | None) -> list[str]:
@@ -350,7 +381,7 @@ class Run:
             (folder / "nbgrader_config.py").write_text(
                 worker_config(self.course, folder, limits_file), encoding="utf-8"
             )
-            log = self.scratch / f"worker{i}.log"
+            log = self.logs / f"worker{i}.log"
             workers.append(Worker(folder, self.assignment, nbgrader_env(), log))
         free = list(workers)
         outcomes: list[Outcome] = []
@@ -372,7 +403,7 @@ class Run:
                 with self.lock:
                     free.append(worker)
             with self.lock:
-                if not outcome.crashed:
+                if not outcome.refused:  # a refused notebook is tried again next time
                     state["students"][student] = hashes[student]
                     state_file.write_text(json.dumps(state, indent=1), encoding="utf-8")
             return outcome
@@ -394,28 +425,17 @@ class Run:
             "seconds": round(seconds, 1),
             "limits": {"factor": FACTOR, "minimum": MIN_LIMIT, "default": limits["default"]},
             "problems": {o.student: o.problems for o in outcomes if o.problems},
-            "crashed": {o.student: o.crashed for o in outcomes if o.crashed},
+            "refused": {o.student: o.refused for o in outcomes if o.refused},
+            "logs": str(self.logs),
             "nbgrader_processes": sum(w.starts for w in workers),
             "student_seconds": {o.student: round(o.seconds, 1) for o in outcomes},
         }
         (self.state_dir / f"last-run-{self.assignment}.json").write_text(
             json.dumps(summary, indent=1), encoding="utf-8"
         )
-        self._say(self.summary_text(summary))
+        self._say(summary_text(summary))
         shutil.rmtree(self.scratch, ignore_errors=True)
         return summary
-
-    def summary_text(self, summary: dict) -> str:
-        lines = [
-            f"Graded {len(summary['graded'])} submissions in {summary['seconds']:.0f} s with "
-            f"{summary['workers']} workers ({summary['skipped']} unchanged, not graded again); "
-            f"scores are in {summary['db']}"
-        ]
-        for student, problems in sorted(summary["problems"].items()):
-            lines += [f"  {student}: {p}" for p in problems]
-        if not summary["problems"]:
-            lines.append("  no timeouts, crashes, or missing notebooks")
-        return "\n".join(lines)
 
     def _say(self, text: str) -> None:
         if not self.quiet:

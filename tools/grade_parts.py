@@ -1,6 +1,7 @@
 """The parts of a grading run (tools/grade.py) that do not hold its state: hashing, running
-nbgrader, the workers' config and per-cell limits, reading autograded notebooks, merging one
-student's scores into the class gradebook, and the re-run in .venv-nbgrader."""
+nbgrader, the workers' config and per-cell limits, reading autograded notebooks (stops, the
+grader's notes, nbgrader's reason for refusing one), merging one student's scores into the class
+gradebook, and the re-run in .venv-nbgrader."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 from tools import nbgrader_roundtrip as rt
 
-TIMEOUT_NAMES = ("CellTimeoutError", "KeyboardInterrupt", "Timeout")
+# An error output with one of these names: the cell was stopped at its limit (tools/nbgrader_stops.py
+# leaves "Timeout"; "CellTimeoutError" is nbgrader's own). A KeyboardInterrupt alone is the code's.
+TIMEOUT_NAMES = ("CellTimeoutError", "Timeout")
 
 
 # ----------------------------------------------------------------------------- small helpers
@@ -77,7 +80,8 @@ def worker_config(course: Path, folder: Path, limits: Path | None) -> str:
 
 
 def limits_config(limits: Path) -> str:
-    """Config lines that give each cell its limit from ``limits`` (a JSON file :func:`calibrate` wrote)."""
+    """Config lines that give each cell its limit from ``limits`` (a JSON file :func:`calibrate`
+    wrote): for the kernel, and through it for the guard's fresh run (which reads Execute's)."""
     return (
         "import hashlib as _hashlib, json as _json\n"
         f"_LIMITS = _json.load(open({str(limits)!r}))\n"
@@ -95,9 +99,12 @@ def measure_floor(notebooks: int, kernel_name: str = "python3") -> float:
     ``kernel_name="course-warm"``, the same through tools/warm_kernel.py's forked kernels)."""
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     from tools import warm_kernel
 
+    config = Config()  # as the course's nbgrader_config.py: kernels with an encrypted transport
+    config.KernelManager.transport_encryption = "auto"
     start = time.perf_counter()
     for _ in range(notebooks):
         nb = nbformat.v4.new_notebook(
@@ -105,7 +112,7 @@ def measure_floor(notebooks: int, kernel_name: str = "python3") -> float:
         )
         manager = warm_kernel.manager_class(kernel_name)  # a sandboxed kernel talks over ipc
         NotebookClient(
-            nb, kernel_name=kernel_name, kernel_manager_class=manager, timeout=600
+            nb, kernel_name=kernel_name, kernel_manager_class=manager, timeout=600, config=config
         ).execute()
     return time.perf_counter() - start
 
@@ -130,32 +137,111 @@ def cell_label(cell, index: int) -> str:
     return f"cell {index} ({grade_id})" if grade_id else f"cell {index} ({first})"
 
 
-def timeouts(notebook: Path, limits: dict) -> list[str]:
-    """Plain-words lines for the cells of an autograded notebook stopped at their limit."""
+def notebook_problems(notebook: Path, limits: dict) -> list[str]:
+    """Plain-words lines for an autograded notebook: each cell stopped at its limit (with that
+    limit), each KeyboardInterrupt the code raised itself, and each event of the grader's note
+    (a tampered cell restored, a kernel that died, ...)."""
     import nbformat
+
+    from tools.nbgrader_feedback import cell_label, events
 
     nb = nbformat.read(notebook, as_version=4)
     lines = []
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+        names = {o.get("ename") for o in cell.get("outputs", []) if o.get("output_type") == "error"}
+        if cell.cell_type != "code" or not names:
             continue
-        if any(
-            o.get("output_type") == "error" and o.get("ename") in TIMEOUT_NAMES
-            for o in cell.get("outputs", [])
-        ):
-            key = cell_key(cell.source)
-            limit = limits["cells"].get(key, limits["default"])
+        key = cell_key(cell.source)
+        limit = limits["cells"].get(key, limits["default"])
+        if names & set(TIMEOUT_NAMES):
             ref = limits["seconds"].get(key)
             usual = (
-                f"the solution's cell takes {ref:.1f} s"
-                if ref is not None
-                else "a cell of the student's own"
+                "a cell of the student's own"
+                if ref is None
+                else f"the solution's cell takes {ref:.1f} s"
+                if ref >= 0.05
+                else "the solution's cell takes under 0.1 s"
             )
             lines.append(
-                f"{notebook.stem}: {cell_label(cell, index)} was stopped after {limit:.0f} s "
+                f"{notebook.stem}: {cell_label(nb, index)} was stopped at its limit, {limit:.0f} s "
                 f"({usual}); a loop that never ends is the usual cause"
             )
+        elif "KeyboardInterrupt" in names:
+            lines.append(
+                f"{notebook.stem}: {cell_label(nb, index)} raised KeyboardInterrupt itself (not a "
+                f"timeout: its limit is {limit:.0f} s)"
+            )
+    lines += [f"{notebook.stem}: {e['text']}" for e in events(nb)]
     return lines
+
+
+def refusal_reason(log: str) -> str:
+    """nbgrader's reason for refusing a notebook, from the log of that attempt: the last line of
+    the last traceback it printed (the exception and its message), else its last error line."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
+    if starts:
+        body = []
+        for line in lines[starts[-1] + 1 :]:
+            if line.startswith("[") and "|" in line:  # the next log record
+                break
+            body.append(line.strip())
+        body = [b for b in body if b]
+        if body:
+            return body[-1]
+    errors = [line.split("]", 1)[-1].strip() for line in lines if "| ERROR]" in line]
+    return errors[-1] if errors else "no reason found in the log"
+
+
+def refused_notebook(release: Path, reason: str, log: Path):
+    """The page a refused notebook gets: the release (no answers were graded) under a note
+    saying why, so that ``nbgrader generate_feedback`` writes the student a page too."""
+    import nbformat
+
+    from tools.nbgrader_feedback import note
+
+    nb = nbformat.read(release, as_version=4)
+    note(
+        nb,
+        "refused",
+        f"nbgrader could not grade the notebook you handed in ({reason}), so none of its "
+        "self-checks ran; they wait for your instructor, who has the grader's log "
+        f"({log.name}). Shown below: the notebook as it was released.",
+    )
+    return nb
+
+
+def naming_problems(folder: Path, notebooks: list[str]) -> list[str]:
+    """Plain-words lines for a student's ``folder`` of ``submitted/``: each notebook of the
+    assignment (``notebooks``: their names without .ipynb) missing or renamed, each extra one."""
+    present = {p.stem for p in folder.glob("*.ipynb")}
+    lines = []
+    for name in notebooks:
+        if name not in present:
+            near = sorted(p for p in present if p.startswith(name) and p != name)
+            why = f"; {near[0]}.ipynb was handed in instead (renamed?)" if near else ""
+            lines.append(f"{name}.ipynb is missing, so it scores 0{why}")
+    for extra in sorted(present - set(notebooks)):
+        if not any(extra.startswith(n) for n in notebooks):
+            lines.append(f"{extra}.ipynb is not part of the assignment and was not graded")
+    return lines
+
+
+def summary_text(summary: dict) -> str:
+    """What `make grade` prints at the end (``summary``: what it writes to last-run-*.json)."""
+    lines = [
+        f"Graded {len(summary['graded'])} submissions in {summary['seconds']:.0f} s with "
+        f"{summary['workers']} workers ({summary['skipped']} unchanged, not graded again); "
+        f"scores are in {summary['db']}"
+    ]
+    for student, problems in sorted(summary["problems"].items()):
+        lines += [f"  {student}: {p}" for p in problems]
+    if not summary["problems"]:
+        lines.append(
+            "  nothing to report: no cell stopped, restored or refused, no notebook missing"
+        )
+    lines.append(f"Logs (kept until the next run): {summary['logs']}")
+    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- merging scores

@@ -6,7 +6,12 @@
   (``c.GenerateFeedback.exporter_class`` in the course's ``nbgrader_config.py``): nbgrader's own
   feedback template, with each self-check's row of the summary table named by its check and
   exercise (``check_causal_attention(QuietBugFixed)``) instead of "Test cell".
-* :func:`timed_out`: the words shown when a cell ran past the grader's limit.
+* :func:`timed_out`, :func:`raised_interrupt`, :func:`kernel_died`: the words shown for a cell
+  that did not finish (tools/nbgrader_stops.py puts them there).
+* :func:`note`: an event of the grading (a tampered cell restored, a kernel that died, a notebook
+  nbgrader refused, ...) recorded in the notebook's metadata (``course_grading.events``, read by
+  ``make grade``'s summary and ``make report``) and shown in one note cell at its top, which the
+  feedback page shows first.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from pathlib import Path
 from tools.optional import optional_base
 
 WIDTH = 80  # nbgrader validate cuts lines at 87 columns, after its 4-space indent
+NOTE_MARKER = "<!-- course-grader-note -->"  # the first line of the grader's note cell
+EVENTS = "course_grading"  # the notebook metadata key holding the events
 TEMPLATES = Path(__file__).resolve().parent / "nbgrader_templates"
 
 
@@ -37,6 +44,64 @@ def timed_out(seconds: float) -> str:
         "function that calls itself without end). Run the notebook from the top in your own "
         "kernel; the cell that never finishes is the one to fix."
     )
+
+
+def raised_interrupt(seconds: float) -> str:
+    """The words a student reads when the code raised KeyboardInterrupt itself."""
+    return (
+        "Your code raised KeyboardInterrupt itself: the grader did not stop this cell (its limit "
+        f"is {seconds:g} seconds). A KeyboardInterrupt ends the cell like any error, so the code "
+        "after it did not run; remove the `raise KeyboardInterrupt` (or the call that raises it)."
+    )
+
+
+def kernel_died() -> str:
+    """The words a student reads in the cell during which the kernel died."""
+    return (
+        "The Python process running this notebook died while this cell ran: the code ended it "
+        "(os._exit, a crash inside a library) or used more memory than the grading machine has. "
+        "The grader started a new process and ran the notebook again without this cell, so the "
+        "cells after it were graded; whatever this cell would have defined was missing for them."
+    )
+
+
+def note(nb, kind: str, text: str) -> None:
+    """Record one event of the grading in ``nb`` (see the module text); ``kind`` names it for
+    the report ("restored", "kernel-died", "refused", "sandbox", ...), ``text`` says it in words."""
+    from nbformat.v4 import new_markdown_cell
+
+    events = nb.metadata.setdefault(EVENTS, {}).setdefault("events", [])
+    events.append({"kind": kind, "text": text})
+    body = "\n".join(f"- {e['text']}" for e in events)
+    source = (
+        f"{NOTE_MARKER}\n**From the grader.** What happened to this notebook before and while "
+        f"it was graded:\n\n{body}"
+    )
+    cell = next(
+        (c for c in nb.cells[:1] if c.cell_type == "markdown" and NOTE_MARKER in c.source), None
+    )
+    if cell is None:
+        nb.cells.insert(0, new_markdown_cell(source))
+    else:
+        cell.source = source
+
+
+def cell_label(nb, index: int) -> str:
+    """``cell 12 (`ch01_check_softmax`)`` or ``cell 12 (first line ...)``, numbered as in the notebook
+    handed in (the grader's note cell at the top not counted)."""
+    cell = nb.cells[index]
+    first = (
+        bool(nb.cells) and nb.cells[0].cell_type == "markdown" and NOTE_MARKER in nb.cells[0].source
+    )
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    text = cell.source.strip().split("\n")[0][:60]
+    return f"cell {index - first} (" + (f"`{grade_id}`" if grade_id else f"`{text}`") + ")"
+
+
+def events(nb) -> list[dict]:
+    """The events :func:`note` recorded in ``nb`` (a notebook, or its metadata as a dict)."""
+    meta = nb.get("metadata", {}) if isinstance(nb, dict) else nb.metadata
+    return list(meta.get(EVENTS, {}).get("events", []))
 
 
 def check_label(grade_id: str) -> str:

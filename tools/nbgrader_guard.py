@@ -59,6 +59,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tools import nbgrader_feedback
 from tools.grading.fresh import (  # noqa: F401 - the fresh run's parts, named here too
     CellTimeout,
     chapter,
@@ -286,7 +287,7 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
             cell.outputs.insert(0, _error(wrap(text)))
         for text in sandbox_notes(nb, report.get("writes", [])):
             self.log.warning("sandbox: %s", text)
-            _note(nb, "sandbox", text)
+            nbgrader_feedback.note(nb, "sandbox", text)
         return nb, resources
 
     def _run(self, nb, folder: str, ids: list[str]) -> tuple[dict, dict]:
@@ -303,15 +304,15 @@ class FreshChecks(optional_base("nbgrader.preprocessors", "NbGraderPreprocessor"
 
 
 def sandbox_notes(nb, writes: list[str]) -> list[str]:
-    """The sandbox's refusals, in words, each naming the cell whose code tried (``cell N: ...``)."""
+    """The sandbox's refusals, in words, each naming the cell whose code tried (``cell N: ...``,
+    N an index into ``nb``; numbered in the text as in the notebook handed in)."""
     notes = []
     for write in dict.fromkeys(writes):
         where, _, what = write.partition(": ")
         index = int(where[5:]) if where.startswith("cell ") and where[5:].isdigit() else None
-        cell = nb.cells[index] if index is not None and index < len(nb.cells) else None
         label = (
-            f"cell {index} (`{cell.source.strip().splitlines()[0][:50]}`)"
-            if cell
+            nbgrader_feedback.cell_label(nb, index)
+            if index is not None and index < len(nb.cells)
             else "the notebook"
         )
         notes.append(
@@ -319,22 +320,6 @@ def sandbox_notes(nb, writes: list[str]) -> list[str]:
             "grader's sandbox refused it, so nothing outside changed."
         )
     return notes
-
-
-def _note(nb, kind: str, text: str) -> None:
-    """``tools.nbgrader_feedback.note`` (the feedback's note cell and make grade's summary), or an
-    output of the notebook's first cell where that is not there yet."""
-    from tools import nbgrader_feedback
-
-    note = getattr(nbgrader_feedback, "note", None)
-    if note is not None:
-        note(nb, kind, text)
-        return
-    from nbformat.v4 import new_output
-
-    code = next((c for c in nb.cells if c.cell_type == "code"), None)
-    if code is not None:
-        code.outputs.insert(0, new_output("stream", name="stderr", text=text + "\n"))
 
 
 def confirm(path: str, folder: str, ids: list[str], cell_timeout, limit: int):

@@ -28,7 +28,7 @@ two strings for code and markdown), so the question text around an answer stays 
 
 Command line (run from the repository root)::
 
-    python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02]   # a ready nbgrader course
+    python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02] [--db URL]  # a course
     python -m tools.nbgrader_meta points                           # points per chapter
     python -m tools.nbgrader_meta submissions DIR [--assignment NAME] [--fix]  # missing or renamed notebooks
 """
@@ -44,6 +44,7 @@ from pathlib import Path
 import nbformat
 
 from tools import nbtools
+from tools.nbgrader_course import NBGRADER_CONFIG, set_db_url
 
 SCHEMA_VERSION = 3
 POINTS_PER_CHECK = 1
@@ -51,48 +52,6 @@ POINTS_PER_ANSWER = 2
 SELF_CHECK_TAG = "self-check"
 KEY = "nbgrader"
 
-NBGRADER_CONFIG = """\
-# nbgrader configuration for the "Attention from Scratch" course (written by tools/nbgrader_meta.py).
-# Assignments are added by `nbgrader generate_assignment`, students by `nbgrader autograde`.
-import sys
-
-c = get_config()  # noqa: F821 - provided by nbgrader
-c.CourseDirectory.course_id = "attention-from-scratch"
-# nbgrader's own markers: "### BEGIN SOLUTION" in code cells, "<!-- BEGIN SOLUTION -->" in the
-# written answers (the course's "<!-- BEGIN ANSWER -->", renamed in source/), and
-# "### BEGIN HIDDEN TESTS" for tests the students do not see.
-c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
-c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
-# The same stubs as the course's own exercise notebooks (notebooks/).
-c.ClearSolutions.code_stub = dict(python="# YOUR CODE HERE\\nraise NotImplementedError()")
-c.ClearSolutions.text_stub = "*YOUR ANSWER HERE*"
-# Chapter 07 times a few implementations; give slow machines room.
-c.Execute.timeout = 300
-# Each self-check's verdict comes from a fresh process the student's cells cannot patch
-# (tools/nbgrader_guard.py, from the course repository below).
-sys.path.insert(0, {root!r})
-from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
-)
-from tools.nbgrader_feedback import configure  # noqa: E402
-from tools.nbgrader_guard import FreshChecks  # noqa: E402
-
-c.Autograde.autograde_preprocessors = [
-    Execute, FreshChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
-]
-# Feedback pages name each self-check in their summary table (tools/nbgrader_feedback.py).
-configure(c)
-# `nbgrader validate` cuts error lines at 90 characters by default; the checks wrap their
-# diagnoses under it when nbgrader runs them, and a wider limit keeps other errors whole too.
-c.Validator.width = 200
-# `nbgrader autograde` forks each notebook's kernel from a process that has already imported
-# torch and the course (tools/warm_kernel.py); COURSE_WARM_KERNEL=0 starts plain kernels.
-from tools.warm_kernel import configure as warm_kernels  # noqa: E402
-
-warm_kernels(c)
-"""
 DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
 _NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"
 ANSWER_MARKERS = {  # the course's written-answer markers, as nbgrader's source/ spells them
@@ -369,9 +328,11 @@ def make_course(
     assignment: str = "attention",
     solutions: Path | None = None,
     chapters: tuple[str, ...] = (),
+    db_url: str | None = None,
 ) -> list[Path]:
     """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``
-    holding every chapter, or only those whose number is in ``chapters`` (e.g. ``("01", "02")``)."""
+    holding every chapter, or only those whose number is in ``chapters`` (e.g. ``("01", "02")``);
+    ``db_url``: a gradebook other than ``gradebook.db`` (e.g. PostgreSQL's, see the README)."""
     solutions = nbtools.SOLUTIONS if solutions is None else solutions
     files = nbtools.chapter_files(solutions)
     known = [p.name[:2] for p in files]
@@ -387,6 +348,8 @@ def make_course(
     (Path(course) / "nbgrader_config.py").write_text(
         NBGRADER_CONFIG.format(root=str(nbtools.ROOT)), encoding="utf-8"
     )
+    if db_url:
+        set_db_url(course, db_url)
     written = []
     for path in files:
         target = source / path.name
@@ -438,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NN",
         help="only these chapters, by number (default: all), e.g. --chapters 01 02 03",
     )
+    course.add_argument(
+        "--db",
+        metavar="URL",
+        help="gradebook URL, e.g. postgresql+psycopg://grader@localhost/grades",
+    )
     sub.add_parser("points", help="print the points of every chapter")
     check = sub.add_parser("submissions", help="name missing or renamed notebooks in submitted/")
     check.add_argument("directory", type=Path)
@@ -446,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "course":
         try:
-            written = make_course(args.directory, args.assignment, chapters=tuple(args.chapters))
+            written = make_course(
+                args.directory, args.assignment, chapters=tuple(args.chapters), db_url=args.db
+            )
         except ValueError as exc:
             parser.error(str(exc))
         for path in written:

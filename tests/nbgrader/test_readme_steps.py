@@ -6,6 +6,8 @@ the comment says students' work goes; `jupyter lab` is started without a browser
 and must serve the formgrader page.
 """
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -49,37 +51,53 @@ def _bash(line: str, cwd: Path, env: dict) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def _formgrader(cwd: Path, env: dict, line: str) -> int:
+@contextlib.contextmanager
+def jupyter(cwd: Path, env: dict, command: list[str]):
+    """``command`` (``jupyter lab`` or ``jupyter server``) serving ``cwd`` without a browser on a
+    free port; yields a function that GETs a path of it (with the server's token)."""
     port = _free_port()
-    command = line.split("#")[0].split()
     server = subprocess.Popen(
-        [
-            *command,
-            "--no-browser",
-            f"--port={port}",
-            "--ServerApp.token=readme-test",
-            "--ip=127.0.0.1",
-        ]
+        [*command, "--no-browser", f"--port={port}", "--ServerApp.token=readme-test"]
+        + ["--ip=127.0.0.1"]
         + (["--allow-root"] if os.geteuid() == 0 else []),
         cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
+
+    def get(path: str):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Authorization": "token readme-test"}
+        )
         for _ in range(120):
-            time.sleep(1)
             try:
-                url = f"http://127.0.0.1:{port}/formgrader?token=readme-test"
-                with urllib.request.urlopen(url, timeout=10) as reply:
-                    assert b"formgrader" in reply.read().lower()
-                    return reply.status
+                with urllib.request.urlopen(request, timeout=10) as reply:
+                    return reply.status, reply.read()
             except OSError:
-                continue
-        raise AssertionError(f"{line}: no formgrader page after 120 s")
+                time.sleep(1)
+        raise AssertionError(f"{command}: no answer on {path} after 120 s")
+
+    try:
+        yield get
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def formgrader_json(course: Path, env: dict, path: str):
+    """What nbgrader's formgrader API answers on ``path``, served from ``course``."""
+    with jupyter(course, env, ["jupyter", "server"]) as get:
+        status, body = get(path)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def _formgrader(cwd: Path, env: dict, line: str) -> int:
+    with jupyter(cwd, env, line.split("#")[0].split()) as get:
+        status, body = get("/formgrader")
+    assert b"formgrader" in body.lower(), body[:200]
+    return status
 
 
 def test_every_readme_grading_step_runs_as_written(tmp_path):
