@@ -119,18 +119,18 @@ def test_the_parts_run_on_cuda_with_the_makefiles_nbval_and_shared_cores(tmp_pat
     assert ck_env["COURSE_DEVICE"] == "cuda" and "tests/test_checks_fuzz.py" in ck_argv
     assert sum(a.endswith("_checks.py") for a in ck_argv) == 11
     assert all((ROOT / f).is_file() for f in gpu.check_test_files())
-    assert bench_argv[bench_argv.index("--device") + 1] == "cuda" and nb_limit == 200
+    assert bench_argv[bench_argv.index("--device") + 1] == "cuda" and nb_limit == 180
 
 
 def test_a_failure_or_a_stop_is_not_a_pass_and_says_what_was_cut(tmp_path, capsys):
-    runs = FakeRuns(failed=("checks",), seconds={"bench": 99})
+    runs = FakeRuns(failed=("checks",), seconds={"bench": 99})  # the bench's limit is 90 s
     assert _main(tmp_path, runs) == 1
     report = json.loads((tmp_path / "test-gpu.json").read_text())
     assert report["passed"] is False
     assert report["parts"]["checks"]["failed"] == 1 and not report["parts"]["checks"]["ok"]
     bench = report["parts"]["bench"]
-    assert bench["stopped_at_limit"] and bench["limit_s"] == 50 and not bench["ok"]
-    assert {"what": "the rest of bench", "why": "stopped at its 50 s limit"} in report["not_run"]
+    assert bench["stopped_at_limit"] and bench["limit_s"] == 90 and not bench["ok"]
+    assert {"what": "the rest of bench", "why": "stopped at its 90 s limit"} in report["not_run"]
     out = capsys.readouterr().out
     assert "stopped at its limit: the counts are of what finished" in out
     assert out.strip().splitlines()[-1].startswith("NOT PASSED")
@@ -141,12 +141,12 @@ def test_the_budget_holds_when_a_part_runs_long(tmp_path):
     (a slow stop) takes the time from the later parts, down to not running the last."""
     runs = FakeRuns(seconds={"notebooks": 500, "checks": 500, "bench": 500})
     _main(tmp_path / "long", runs)
-    assert [c[3] for c in runs.calls] == [200, 80, 50]
+    assert [c[3] for c in runs.calls] == [180, 60, 90]
     assert runs.now == 330 <= gpu.BUDGET_S - gpu.RESERVE_S
-    runs = FakeRuns(seconds={"notebooks": 500, "checks": 500, "bench": 500}, overrun=60)
+    runs = FakeRuns(seconds={"notebooks": 500, "checks": 500, "bench": 500}, overrun=100)
     assert _main(tmp_path / "slow", runs) == 1
     report = json.loads((tmp_path / "slow" / "test-gpu.json").read_text())
-    assert [c[3] for c in runs.calls] == [200, 80]  # 260 + 80 s spent: 5 s left for the bench
+    assert [c[3] for c in runs.calls] == [180, 60]  # 280 + 60 s spent: 5 s left for the bench
     assert {"what": gpu.PARTS[2].what, "why": "the 360 s budget was spent"} in report["not_run"]
 
 
