@@ -141,6 +141,44 @@ def test_memory_data_counts_bytes():
     assert W.format_bytes(12) == "12 B"
 
 
+def _dark_rows_at(png: bytes, fig: Figure, gib: float) -> float:
+    """Of the axes' pixel rows, the share whose pixel at x = ``gib`` GiB is dark (a line's grey)."""
+    import io
+
+    import matplotlib.image as mpimg
+
+    # rows from the bottom, as display coordinates
+    image = mpimg.imread(io.BytesIO(png))[::-1, :, :3]
+    ax = fig.axes[0]
+    scale = image.shape[1] / fig.bbox.width
+    x = round(ax.transData.transform((gib, 0))[0] * scale)
+    bottom, top = (round(v * scale) for v in (ax.bbox.y0, ax.bbox.y1))
+    column = image[bottom:top, x - 1 : x + 2].mean(axis=-1).min(axis=1)  # the darkest of 3 pixels
+    return float((column < 0.35).mean())
+
+
+def test_ch11_kv_wall_draws_the_promised_24_and_80_gib_lines(live, shown, monkeypatch):
+    """The text above the explorer promises dashed lines at 24 and 80 GiB: they are in the figure,
+    in the stored static view and in every live frame after the controls move."""
+    monkeypatch.setenv(P.STATIC_ENV_VAR, "1")
+    W.kv_wall_explorer()
+    static = shown[0]
+    dashed = {
+        line.get_xdata()[0]
+        for line in static.axes[0].lines
+        if line.get_linestyle() == "--" and line.get_visible()
+    }
+    assert dashed == {24, 80}
+    assert {t.get_text().strip() for t in static.axes[0].texts} >= {"24 GiB", "80 GiB"}
+    monkeypatch.delenv(P.STATIC_ENV_VAR)
+    explorer = live(W.kv_wall_explorer)
+    for control, value in (("model", "Gemma 3 1B"), ("batch", 64), ("context", 1024)):
+        explorer.controls[control].value = value
+        for gib in (24, 80):  # dashes: about half of the column is the line's dark grey
+            assert _dark_rows_at(explorer.png, explorer.figure, gib) > 0.3, (control, gib)
+        assert _dark_rows_at(explorer.png, explorer.figure, 48) < 0.05  # between them: no line
+
+
 # ----------------------------------------------------------------------------- live explorers
 def test_query_explorer_redraws_when_the_query_changes(live):
     explorer = live(W.query_explorer)

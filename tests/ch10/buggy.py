@@ -52,8 +52,9 @@ class AlwaysPreNorm(Block):
 
 
 class AlwaysPostNorm(Block):
-    """keras-team/keras-io#2144 and karpathy/ng-video-lecture#22: the paper's post-norm block
-    written where pre-norm was meant (here: for both flags)."""
+    """karpathy/ng-video-lecture#22: the paper's post-norm block proposed where pre-norm was meant
+    (here: for both flags). (keras-io#2144, cited here before, fixes x + norm(f(x)) instead: see
+    buggy_real.KerasTimeseriesEncoder.)"""
 
     def forward(self, x):
         return self.post(x)
@@ -146,6 +147,36 @@ class InPlaceResidual(Block):
         return x + self.drop(self.ff(self.norm2(x)))
 
 
+class DropoutAfterResidual(Block):
+    """Issue 38's student trial (accepted while the check ran in eval mode only): dropout on the sum,
+    x = drop(x + f(norm(x))); post-norm: norm(drop(x + f(x))), the order codertimo/BERT-pytorch#85
+    describes ("residual connection -> dropout -> normalization")."""
+
+    def pre(self, x):
+        x = self.drop(x + self.attn(self.norm1(x)))
+        return self.drop(x + self.ff(self.norm2(x)))
+
+    def post(self, x):
+        x = self.norm1(self.drop(x + self.attn(x)))
+        return self.norm2(self.drop(x + self.ff(x)))
+
+
+class DropoutKeepProbability(Block):
+    """kok202/Dluid#125 ("dropout value was inverted"): the keep probability 1 - p given as the rate."""
+
+    def pre(self, x):
+        x = x + F.dropout(self.attn(self.norm1(x)), 1 - self.drop.p, self.training)
+        return x + F.dropout(self.ff(self.norm2(x)), 1 - self.drop.p, self.training)
+
+
+class DropoutOnSublayerInput(Block):
+    """Written to the pattern of dropout moved onto the sub-layer's input: x + f(drop(norm(x)))."""
+
+    def pre(self, x):
+        x = x + self.attn(self.drop(self.norm1(x)))
+        return x + self.ff(self.drop(self.norm2(x)))
+
+
 BLOCK_BUGS = [
     (AlwaysPreNorm, "block_norm_placement"),
     (AlwaysPostNorm, "block_norm_placement"),
@@ -159,6 +190,9 @@ BLOCK_BUGS = [
     (ResidualDetached, "block_gradient_differs"),
     (DropoutAlwaysOn, "block_dropout_in_eval"),
     (InPlaceResidual, "input_modified"),
+    (DropoutAfterResidual, "block_dropout_after_residual"),
+    (DropoutKeepProbability, "block_dropout_wrong_p"),
+    (DropoutOnSublayerInput, "block_dropout_elsewhere"),
 ]
 
 
@@ -211,6 +245,24 @@ def integer_table(n, d):
     return _interleave(torch.sin(_angles(n, d)), torch.cos(_angles(n, d))).long()
 
 
+def course_first_version(n, d):
+    # This course's first sinusoidal_positions (issue 38): right for an even d, an unexplained
+    # RuntimeError from the cosine assignment for an odd one.
+    p = torch.arange(n, dtype=torch.float32)[:, None]  # (n, 1)
+    omega = 10_000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (ceil(d/2),)
+    table = torch.zeros(n, d)
+    table[:, 0::2] = torch.sin(p * omega)
+    table[:, 1::2] = torch.cos(p * omega)
+    return table
+
+
+def refuses_without_saying_d(n, d):
+    # Written to the pattern of a bare assert turned into a ValueError that names no value.
+    if d % 2:
+        raise ValueError("d must be even")
+    return course_first_version(n, d)
+
+
 SINUSOID_BUGS = [
     (phases_swapped, "sinusoid_phases_swapped"),
     (halves, "sinusoid_halves"),
@@ -218,6 +270,8 @@ SINUSOID_BUGS = [
     (pair_index, "sinusoid_pair_index"),
     (from_one, "sinusoid_positions_from_one"),
     (integer_table, "sinusoid_not_float"),
+    (course_first_version, "sinusoid_odd_width"),
+    (refuses_without_saying_d, "sinusoid_odd_width"),
 ]
 
 
@@ -308,6 +362,16 @@ class MemoryDetached(Decoder):
         return self.cross_attn(h, memory.detach(), memory_real)
 
 
+class CrossMemoryKeptFromFirstCall(Decoder):
+    """Written to the pattern of fairseq's static_kv (cross-attention keys and values computed once,
+    as generation reuses one source): the memory of the first call kept on self and reused."""
+
+    def cross(self, h, memory, memory_real):
+        if not hasattr(self, "kept"):
+            self.kept = (memory, memory_real)
+        return self.cross_attn(h, *self.kept)
+
+
 DECODER_BUGS = [
     (CrossQueriesFromMemory, "decoder_cross_swapped"),
     (CrossQueriesFromMemoryNoMask, "decoder_cross_swapped"),
@@ -316,6 +380,7 @@ DECODER_BUGS = [
     (CrossResidualFromMemory, "decoder_cross_residual_from_memory"),
     (DecoderAlwaysPreNorm, "block_norm_placement"),
     (MemoryDetached, "block_gradient_differs"),
+    (CrossMemoryKeptFromFirstCall, "state_between_calls"),
 ]
 
 
@@ -366,6 +431,12 @@ def causal_made_on_cpu(doc_ids):
     return _same_doc(doc_ids) & torch.ones(n, n, dtype=torch.bool).tril()
 
 
+def sees_next_token(doc_ids):
+    # Written to the pattern of tril(1), the causal diagonal one too far: each token sees the next.
+    n = doc_ids.shape[-1]
+    return _same_doc(doc_ids) & torch.ones(n, n, dtype=torch.bool, device=doc_ids.device).tril(1)
+
+
 PACKED_BUGS = [
     (plain_causal, "packed_leaks_across_documents"),
     (positions_reset_only, "packed_leaks_across_documents"),
@@ -374,4 +445,5 @@ PACKED_BUGS = [
     (first_row_only, "packed_first_row_only"),
     (float_mask, "packed_not_bool"),
     (causal_made_on_cpu, "cpu_tensor_in_forward"),
+    (sees_next_token, "packed_sees_next"),
 ]

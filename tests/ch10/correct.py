@@ -51,8 +51,70 @@ class BlockInPlaceOnCopy(Block):
         return out
 
 
+class BlockFunctionalDropout(Block):
+    """F.dropout with the block's own rate and training flag instead of calling self.drop."""
+
+    def forward(self, x):
+        def drop(t):
+            return F.dropout(t, self.drop.p, self.training)
+
+        if self.norm_first:
+            x = x + drop(self.attn(self.norm1(x)))
+            return x + drop(self.ff(self.norm2(x)))
+        x = self.norm1(x + drop(self.attn(x)))
+        return self.norm2(x + drop(self.ff(x)))
+
+
+class BlockBothWirings(Block):
+    """Both wirings computed and one returned: its dropout masks are drawn after the other's."""
+
+    def forward(self, x):
+        pre, post = self.pre(x), self.post(x)
+        return pre if self.norm_first else post
+
+
+class BlockMaskFromOnes(Block):
+    """The dropout mask drawn on a tensor of ones and multiplied in (the same draws, the same scale)."""
+
+    def forward(self, x):
+        def drop(t):
+            return self.drop(torch.ones_like(t)) * t
+
+        if not self.norm_first:
+            return self.post(x)
+        x = x + drop(self.attn(self.norm1(x)))
+        return x + drop(self.ff(self.norm2(x)))
+
+
+class SwiGLU(torch.nn.Module):
+    """Llama's FFN: w2(silu(w1 x) * w3 x), no biases."""
+
+    def __init__(self, d, d_ff):
+        super().__init__()
+        self.w1, self.w3 = (
+            torch.nn.Linear(d, d_ff, bias=False),
+            torch.nn.Linear(d, d_ff, bias=False),
+        )
+        self.w2 = torch.nn.Linear(d_ff, d, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class LlamaPartsBlock(Block):
+    """The chapter's LlamaBlock idea: RMSNorm (a weight only) and SwiGLU as the parts, the same
+    forward: the check recomputes the block from whatever parts it is given."""
+
+    def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, **kwargs):
+        super().__init__(d_model, num_heads, d_ff, context_length, dropout, **kwargs)
+        self.norm1, self.norm2 = torch.nn.RMSNorm(d_model), torch.nn.RMSNorm(d_model)
+        self.ff = SwiGLU(d_model, d_ff)
+
+
 def sinusoid_with_exp_log(n, d):
     """The PyTorch tutorial's form: exp(-log(10000) * 2i / d), float64 result."""
+    if d % 2:
+        raise ValueError(f"an even width is needed, got d={d}")
     position = torch.arange(n, dtype=torch.float64).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, d, 2, dtype=torch.float64) * (-math.log(10000.0) / d))
     table = torch.zeros(n, d, dtype=torch.float64)
@@ -63,6 +125,8 @@ def sinusoid_with_exp_log(n, d):
 
 def sinusoid_with_numpy_loops(n, d):
     """Plain Python loops over positions and pairs, into NumPy, then torch.from_numpy."""
+    if d % 2 == 1:
+        raise ValueError(f"sinusoidal_positions: d={d} is odd")
     table = np.zeros((n, d), dtype=np.float32)
     for p in range(n):
         for i in range(d // 2):
@@ -71,8 +135,20 @@ def sinusoid_with_numpy_loops(n, d):
     return torch.from_numpy(table)
 
 
+def sinusoid_with_polar(n, d):
+    """Unit complex numbers e^(i p w) (torch.polar), their imaginary and real parts interleaved."""
+    if d % 2:
+        raise ValueError(f"d must be even (sine-cosine pairs); got {d}")
+    angle = torch.arange(n)[:, None] * 10_000.0 ** (-torch.arange(0, d, 2) / d)  # (n, d/2)
+    z = torch.polar(torch.ones_like(angle), angle)  # (n, d/2) complex
+    return torch.stack([z.imag, z.real], dim=-1).flatten(1)  # (n, d)
+
+
 def sinusoid_with_cos_as_shifted_sin(n, d):
     """cos(a) written as sin(a + pi/2), one sin over a (n, d) angle table."""
+    assert_even = d % 2 == 0
+    if not assert_even:
+        raise ValueError(f"width {d} is odd: no pairs")
     i = torch.arange(d)
     angle = torch.arange(n)[:, None] * 10_000.0 ** (-(i - i % 2) / d) + (i % 2) * math.pi / 2
     return torch.sin(angle)
@@ -80,11 +156,16 @@ def sinusoid_with_cos_as_shifted_sin(n, d):
 
 ANSWERS = [
     ("check_transformer_block", (BlockWithSublayerHelper,)),
+    ("check_transformer_block", (BlockFunctionalDropout,)),
+    ("check_transformer_block", (BlockBothWirings,)),
+    ("check_transformer_block", (BlockMaskFromOnes,)),
+    ("check_transformer_block", (LlamaPartsBlock,)),
     ("check_transformer_block", (BlockFunctionalNorms,)),
     ("check_transformer_block", (BlockInPlaceOnCopy,)),
     ("check_sinusoidal_positions", (sinusoid_with_exp_log,)),
     ("check_sinusoidal_positions", (sinusoid_with_numpy_loops,)),
     ("check_sinusoidal_positions", (sinusoid_with_cos_as_shifted_sin,)),
+    ("check_sinusoidal_positions", (sinusoid_with_polar,)),
 ]
 
 

@@ -1,5 +1,6 @@
-"""Chapter 10: check_transformer_block and check_sinusoidal_positions accept right answers and name
-each bug; the chapter's block equals PyTorch's nn.TransformerEncoderLayer, forward and backward."""
+"""Chapter 10: the block, decoder, sinusoid and packed-mask checks accept right answers (one ✓
+line) and name each bug of tests/ch10/buggy.py by its id (the real ones: test_ch10_real.py); the
+chapter's blocks equal PyTorch's encoder and decoder layers, forward and backward."""
 
 from __future__ import annotations
 
@@ -96,6 +97,29 @@ def test_keeps_random_state_threads_and_is_fast(check, answer, capsys):
     after_check = torch.rand(3)
     torch.manual_seed(42)
     assert torch.equal(after_check, torch.rand(3))
+
+
+@pytest.mark.parametrize("seed", [0, 1234])
+def test_training_verdicts_do_not_depend_on_the_global_seed(seed, capsys):
+    """The reference reuses the masks the student's forward drew, whatever the seed before it."""
+    for answer in (correct.BlockBothWirings, correct.BlockMaskFromOnes):
+        torch.manual_seed(seed)
+        assert_passes(check_block, answer, capsys=capsys)
+    torch.manual_seed(seed)
+    assert_names_bug(check_block, buggy.DropoutAfterResidual, bug="block_dropout_after_residual")
+
+
+def test_the_accepted_wrong_answer_of_issue_38_is_named_where_it_is():
+    failure = assert_names_bug(
+        check_block, buggy.DropoutAfterResidual, bug="block_dropout_after_residual"
+    )
+    assert "With norm_first=True, in training with dropout=0.3" in str(failure)
+
+
+def test_bad_input_gets_a_clear_error():
+    failure = assert_names_bug(check_block, buggy.Block(8, 2, 16, 6), bug="instance_not_class")
+    assert "Block" in str(failure)
+    assert_names_bug(check_packed, "packed_causal_mask", bug="wrong_argument")
 
 
 # ----------------------------------------------------------------------------- equal to PyTorch

@@ -112,8 +112,10 @@ def _mla(
     *,
     swap=False,
     view_t=False,
+    uk_view=None,
     rope=True,
     scale_full=True,
+    latent_scale=False,
     restart=False,
     top_left=False,
     cache_up=False,
@@ -131,13 +133,14 @@ def _mla(
     N, dc = latent.shape[1:]
     w_k, w_v = (w.w_uv, w.w_uk) if swap else (w.w_uk, w.w_uv)
     W_k = w_k.view(h, dc, hd).mT if view_t else w_k.view(h, hd, dc)  # (h, hd, dc)
+    W_k = uk_view(w_k, h, hd, dc) if uk_view else W_k
     W_v = w_v.view(h, dc, hd).mT if view_t else w_v.view(h, hd, dc)  # (h, hd, dc)
     q = (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
     qr = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), pos)  # (b, h, n, dr)
     scores = (q @ W_k) @ latent[:, None].mT  # (b, h, n, N)
     if rope:
         scores = scores + qr @ rk[:, None].mT
-    scores = scores / math.sqrt(hd + dr if scale_full else hd)
+    scores = scores / math.sqrt(dc + dr if latent_scale else hd + dr if scale_full else hd)
     allowed = (
         torch.ones(n, N, dtype=torch.bool, device=x.device).tril()
         if top_left
@@ -230,7 +233,9 @@ MLA_BUGS = [
 _LEFTOVER = {}
 
 
-def _linear(q, k, v, state=None, *, norm=True, before=False, keep=False, ignore_state=False):
+def _linear(
+    q, k, v, state=None, *, norm=True, before=False, keep=False, ignore_state=False, in_place=False
+):
     """The recurrence, written token by token with one slip switched on."""
     fq, fk = F.elu(q) + 1, F.elu(k) + 1
     b, h, n, dk = q.shape
@@ -246,8 +251,12 @@ def _linear(q, k, v, state=None, *, norm=True, before=False, keep=False, ignore_
             outs.append(
                 (fq[:, :, t, None] @ S).squeeze(-2) / (fq[:, :, t] * z).sum(-1, keepdim=True)
             )
-        S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]
-        z = z + fk[:, :, t]
+        if in_place:  # the caller's state written into
+            S += fk[:, :, t, :, None] * v[:, :, t, None, :]
+            z += fk[:, :, t]
+        else:
+            S = S + fk[:, :, t, :, None] * v[:, :, t, None, :]
+            z = z + fk[:, :, t]
         if not before:
             top = (fq[:, :, t, None] @ S).squeeze(-2)
             outs.append(top / (fq[:, :, t] * z).sum(-1, keepdim=True) if norm else top)
@@ -279,20 +288,22 @@ def linear_state_ignored(q, k, v, state=None):
     return _linear(q, k, v, state, ignore_state=True)
 
 
-def _chunked(q, k, v, chunk, *, strict=False, state_first=False, overlap=False):
+def _chunked(
+    q, k, v, chunk, *, strict=False, state_first=False, overlap=False, floor=False, first=False
+):
     fq, fk = F.elu(q) + 1, F.elu(k) + 1
     b, h, n, dk = q.shape
     S, z, outs = q.new_zeros(b, h, dk, v.shape[-1]), q.new_zeros(b, h, dk), []
-    for lo in range(0, n, chunk):
+    for lo in range(0, n - n % chunk if floor else n, chunk):
         hi = min(lo + chunk, n)
-        if state_first:
+        if state_first or first:
             S, z = S + fk[:, :, lo:hi].mT @ v[:, :, lo:hi], z + fk[:, :, lo:hi].sum(2)
         cq, ck = fq[:, :, lo:hi], fk[:, :, lo:hi]
         scores = (cq @ ck.mT).tril(-1 if strict else 0) * (0 if state_first else 1)
         outs.append(
             (scores @ v[:, :, lo:hi] + cq @ S) / (scores.sum(-1, keepdim=True) + cq @ z[..., None])
         )
-        if not state_first:
+        if not (state_first or first):
             end = hi + 1 if overlap else hi
             S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2)
@@ -329,10 +340,11 @@ def _delta(
     before=False,
     transposed=False,
     no_gate=False,
+    in_place=False,
 ):
     b, h, n, dk = k.shape
     S = k.new_zeros(b, h, v.shape[-1], dk) if state is None else state
-    outs = []
+    given, outs = state, []
     for t in range(n):
         kt, vt = k[:, :, t], v[:, :, t]
         a = 1.0 if no_gate else alpha[:, :, t, None, None]
@@ -348,6 +360,8 @@ def _delta(
         )
         S = a * (S + bt * outer) if gate_write else base + bt * outer
         outs.append(((old if before else S) @ q[:, :, t, :, None]).squeeze(-1))
+    if in_place and given is not None:  # the new memory written into the caller's state
+        given.copy_(S)
     return torch.stack(outs, 2), S
 
 

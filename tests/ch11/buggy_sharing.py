@@ -7,7 +7,7 @@ import torch
 from course_utils.chapters import attend, merge_heads, sliding_window_mask, split_heads
 
 
-def _layers(x, layers, heads, cache, reads, makes, stored=None):
+def _layers(x, layers, heads, cache, reads, makes, stored=None, top_left=False):
     """Layer i makes keys and values when makes(i), appends them to cache[i], reads cache[reads(i)];
     the returned cache keeps the layers of stored(i) (default: those that make their own)."""
     n, cache = x.shape[1], dict(cache or {})
@@ -19,6 +19,7 @@ def _layers(x, layers, heads, cache, reads, makes, stored=None):
             cache[i] = (k, v)
         k, v = cache[reads(i)]  # (b, h, N, hd) each
         mask = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)
+        mask = torch.ones_like(mask).tril() if top_left else mask
         x = x + merge_heads(attend(split_heads(x @ w["w_q"].T, heads), k, v, mask)) @ w["w_o"].T
     keep = stored or makes
     return x, {i: kv for i, kv in cache.items() if keep(i)}
@@ -68,6 +69,13 @@ def cache_as_list(x, layers, kv_source, heads, cache=None):
     return out, [made.get(i) for i in range(len(layers))]
 
 
+def mask_top_left(x, layers, kv_source, heads, cache=None):
+    """Issue 38's trial: the square prompt's causal mask, ones(n, N).tril(), kept for cached steps,
+    which aligns the queries top left (pytorch/pytorch#103082), as SDPA's is_causal=True does."""
+    makes = lambda i: kv_source[i] == i  # noqa: E731
+    return _layers(x, layers, heads, cache, lambda i: kv_source[i], makes, top_left=True)
+
+
 SHARE_BUGS = [
     (newest_cache, "share_wrong_layer"),
     (shifted_lookup, "share_wrong_layer"),
@@ -75,4 +83,5 @@ SHARE_BUGS = [
     (shared_weights, "share_recomputes_kv"),
     (cache_copied, "share_cache_duplicated"),
     (cache_as_list, "share_cache_form"),
+    (mask_top_left, "is_causal_top_left"),
 ]

@@ -77,7 +77,7 @@ def one_too_many(q, k, v, index_scores, topk):
 SPARSE_BUGS = [
     (topk_then_mask, "sparse_topk_over_future"),
     (no_causal_mask, "sparse_sees_future"),
-    (gather_fills_future, "sparse_sees_future"),
+    (gather_fills_future, "sparse_topk_takes_future"),
     (by_attention_scores, "sparse_selects_by_attention"),
     (top_left, "sparse_queries_top_left"),
     (strictly_above_kth, "sparse_keeps_wrong_count"),
@@ -96,3 +96,29 @@ def index_scores_masked_in_place(q, k, v, index_scores, topk):
 
 
 SPARSE_BUGS.append((index_scores_masked_in_place, "input_modified"))
+
+
+def topk_unclamped(q, k, v, index_scores, topk):
+    """Issue 38 (the check must include texts shorter than k): torch.topk(scores, topk) without
+    min(topk, N), the crash NVIDIA-NeMo/Automodel#3035 fixed in a DSA indexer."""
+    n, N = q.shape[-2], k.shape[-2]
+    causal = sliding_window_mask(n, N, N, device=q.device)
+    ranked = index_scores.masked_fill(~causal, -torch.inf)
+    return attend(q, k, v, _keep(ranked.topk(topk, dim=-1).indices, ranked.shape)[:, None] & causal)
+
+
+def weights_zeroed_after_softmax(q, k, v, index_scores, topk):
+    """Constructed: softmax over every key, then the keys not chosen multiplied by 0 (the mask after
+    the softmax of chapter 03, here for the sparse choice)."""
+    n, N = q.shape[-2], k.shape[-2]
+    causal = sliding_window_mask(n, N, N, device=q.device)
+    ranked = index_scores.masked_fill(~causal, -torch.inf)
+    keep = _keep(ranked.topk(min(topk, N), dim=-1).indices, ranked.shape) & causal
+    weights = torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, dim=-1) * keep[:, None]
+    return weights @ v
+
+
+SPARSE_BUGS += [
+    (topk_unclamped, "sparse_topk_over_length"),
+    (weights_zeroed_after_softmax, "sparse_mask_after_softmax"),
+]

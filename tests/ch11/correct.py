@@ -11,8 +11,10 @@ from course_utils.chapters import apply_rope, sliding_window_mask
 
 
 def bytes_by_loops(layout, context, batch=1, bytes_per_value=2):
-    """Layer by layer, as a float: every cache's tokens summed one layer at a time."""
-    total = 0.0
+    """Layer by layer: every cache's tokens summed one layer at a time. (It once summed a float,
+    0.0 + ...: the exercise asks for an int, and a float is now refused, probes_fresh.py's
+    kv_returns_float.)"""
+    total = 0
     for cache in range(layout.layers // layout.layers_per_cache):
         held = min(context, layout.window) if cache < layout.windowed_caches else context
         width = (
@@ -86,8 +88,32 @@ def mla_absorbed_into_output(x, w, cache=None):
     return torch.einsum("bhnc,hcd->bnd", mixed, w_vo), (latent, rk)
 
 
+def mla_absorbed_head_by_head(x, w, cache=None):
+    """Absorbed, one head at a time in a Python loop (each head's q_lat of width dc), the rotary
+    part through the chapter's apply_rope at use time, the mask built by comparing positions."""
+    b, n, _ = x.shape
+    h, hd, dr = w.heads, w.head_dim, w.rope_dim
+    start = 0 if cache is None else cache[0].shape[1]
+    pos = torch.arange(start, start + n, device=x.device)
+    latent, rk = x @ w.w_dkv.T, apply_rope(x @ w.w_kr.T, pos)
+    if cache is not None:
+        latent, rk = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rk], 1)
+    N = latent.shape[1]
+    keep = pos[:, None] >= torch.arange(N, device=x.device)  # (n, N)
+    q_all, qr_all = x @ w.w_q.T, x @ w.w_qr.T  # (b, n, h * hd), (b, n, h * dr)
+    heads = []
+    for i in range(h):
+        q_lat = q_all[..., i * hd : (i + 1) * hd] @ w.w_uk[i * hd : (i + 1) * hd]  # (b, n, dc)
+        q_rope = apply_rope(qr_all[..., i * dr : (i + 1) * dr], pos)  # (b, n, dr)
+        s = (q_lat @ latent.mT + q_rope @ rk.mT) / math.sqrt(hd + dr)  # (b, n, N)
+        mixed = s.masked_fill(~keep, -torch.inf).softmax(-1) @ latent  # (b, n, dc)
+        heads.append(mixed @ w.w_uv[i * hd : (i + 1) * hd].T)  # (b, n, hd)
+    return torch.cat(heads, -1) @ w.w_o.T, (latent, rk)
+
+
 BYTES_CORRECT = [bytes_by_loops, bytes_as_tensor]
-MLA_CORRECT = [mla_with_sdpa, mla_absorbed_into_output]
+ABSORBED_CORRECT = [mla_absorbed_into_output, mla_absorbed_head_by_head]
+MLA_CORRECT = [mla_with_sdpa, *ABSORBED_CORRECT]  # an absorbed answer is a right naive one too
 
 
 def linear_by_cumsum(q, k, v, state=None):
@@ -130,6 +156,38 @@ def delta_as_householder(q, k, v, alpha, beta, state=None):
     return torch.stack(outs, dim=2), S
 
 
+def chunked_padded(q, k, v, chunk):
+    """flash-linear-attention's way with a short last chunk (fla/ops/simple_gla/naive.py): pad the
+    tokens to a multiple of chunk, compute every chunk at full size, cut the padding off the output.
+    The padded keys come after every real query, so no real query sees them."""
+    n = q.shape[2]
+    pad = (chunk - n % chunk) % chunk
+    q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))  # (b, h, n + pad, d)
+    fq, fk = F.elu(q) + 1, F.elu(k) + 1
+    b, h, m, dk = q.shape
+    c = lambda t: t.view(b, h, m // chunk, chunk, t.shape[-1])  # noqa: E731
+    kv = (c(fk).mT @ c(v)).cumsum(2) - c(fk).mT @ c(v)  # (b, h, chunks, dk, dv): earlier chunks
+    kz = c(fk).sum(3).cumsum(2) - c(fk).sum(3)  # (b, h, chunks, dk)
+    scores = (c(fq) @ c(fk).mT).tril()  # (b, h, chunks, chunk, chunk)
+    top = scores @ c(v) + c(fq) @ kv
+    bottom = scores.sum(-1, keepdim=True) + c(fq) @ kz[..., None]
+    return (top / bottom).reshape(b, h, m, -1)[:, :, :n]
+
+
+def delta_in_fla_layout(q, k, v, alpha, beta, state=None):
+    """flash-linear-attention's (dk, dv) layout inside (fla/ops/gated_delta_rule/naive.py, without
+    its query scale, with the gate itself), the exercise's (dv, dk) memory at the boundaries."""
+    b, h, n, dk = k.shape
+    H = k.new_zeros(b, h, dk, v.shape[-1]) if state is None else state.mT
+    o = torch.zeros_like(v)
+    for i in range(n):
+        H = H * alpha[:, :, i, None, None]
+        err = (v[:, :, i] - (H * k[:, :, i, :, None]).sum(-2)) * beta[:, :, i, None]
+        H = H + k[:, :, i].unsqueeze(-1) * err.unsqueeze(-2)
+        o[:, :, i] = torch.einsum("bhd,bhdm->bhm", q[:, :, i], H)
+    return o, H.mT
+
+
 LINEAR_CORRECT = [linear_by_cumsum]
-CHUNK_CORRECT = [chunked_by_prefix_quadratic]
-DELTA_CORRECT = [delta_as_householder]
+CHUNK_CORRECT = [chunked_by_prefix_quadratic, chunked_padded]
+DELTA_CORRECT = [delta_as_householder, delta_in_fla_layout]

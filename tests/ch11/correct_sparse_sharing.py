@@ -66,5 +66,20 @@ def shared_by_handing_along(x, layers, kv_source, heads, cache=None):
     return x, {i: pair for i, pair in enumerate(kv) if pair is not None}
 
 
-SPARSE_RIGHT = [sparse_by_gather, sparse_latest_ties_loop]
+def sparse_float_masks(q, k, v, index_scores, topk):
+    """rasbt/LLMs-from-scratch ch04/09_dsa/gpt_with_kv_dsa.py's way: a float causal mask (-inf in the
+    future) added to the index scores before topk(min(topk, N)), a sparse mask of -inf with 0 scattered
+    at the chosen keys, both added to the scaled scores."""
+    n, N = q.shape[-2], k.shape[-2]
+    q_pos = torch.arange(N - n, N, device=q.device)
+    causal = torch.zeros(n, N, device=q.device).masked_fill(
+        q_pos[:, None] < torch.arange(N, device=q.device), float("-inf")
+    )
+    chosen = (index_scores + causal).topk(min(topk, N), dim=-1).indices  # (b, n, k)
+    sparse = torch.full(index_scores.shape, float("-inf"), device=q.device).scatter(-1, chosen, 0.0)
+    scores = q @ k.mT / math.sqrt(q.shape[-1]) + (causal + sparse)[:, None]
+    return torch.softmax(scores, dim=-1) @ v
+
+
+SPARSE_RIGHT = [sparse_by_gather, sparse_latest_ties_loop, sparse_float_masks]
 SHARE_RIGHT = [shared_by_handing_along]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import course_utils as cu
-from tests.ch11 import buggy, correct
+from tests.ch11 import buggy, buggy_trial, correct
 from tests.check_helpers import assert_names_bug
 
 CHECKS = {
@@ -18,29 +18,29 @@ CHECKS = {
     "mla": (
         cu.checks.check_mla_attention,
         correct.MLA_CORRECT,
-        buggy.MLA_BUGS,
+        buggy.MLA_BUGS + buggy_trial.MLA_BUGS,
     ),
     "absorbed": (
         cu.checks.check_mla_absorbed,
-        correct.MLA_CORRECT,
-        buggy.MLA_BUGS,
+        correct.ABSORBED_CORRECT,
+        buggy.MLA_BUGS + buggy_trial.MLA_BUGS + buggy_trial.ABSORBED_BUGS,
     ),
 }
 CHECKS.update(
     recurrent=(
         cu.checks.check_linear_attention_recurrent,
         correct.LINEAR_CORRECT,
-        buggy.LINEAR_BUGS,
+        buggy.LINEAR_BUGS + buggy_trial.LINEAR_BUGS,
     ),
     chunked=(
         cu.checks.check_linear_attention_chunked,
         correct.CHUNK_CORRECT,
-        buggy.CHUNK_BUGS,
+        buggy.CHUNK_BUGS + buggy_trial.CHUNK_BUGS,
     ),
     delta=(
         cu.checks.check_gated_delta_rule,
         correct.DELTA_CORRECT,
-        buggy.DELTA_BUGS,
+        buggy.DELTA_BUGS + buggy_trial.DELTA_BUGS,
     ),
 )
 RIGHT = [(check, fn) for check, rights, _ in CHECKS.values() for fn in rights]

@@ -56,7 +56,7 @@ CASES = [
     (
         cu.checks.check_linear_attention_recurrent,
         recurrent_state_transposed,
-        "recurrence_state_wrong",
+        "recurrence_state_transposed",
     ),
 ]
 

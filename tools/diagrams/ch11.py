@@ -11,7 +11,13 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from course_utils.chapters import PUBLISHED, kv_cache_bytes, lightning_index, sparse_attention
+from course_utils.chapters import (
+    MAX_CONTEXT,
+    PUBLISHED,
+    kv_cache_bytes,
+    lightning_index,
+    sparse_attention,
+)
 from course_utils.plotting import HEAD_COLOURS, INPUT_COLOUR, MUTED_COLOUR
 
 CONTEXTS = [2**k for k in range(8, 18)]  # 256 to 131,072 tokens
@@ -22,8 +28,14 @@ def draw_kv_wall_bytes() -> Figure:
     ax = fig.add_subplot()
     colours = (*HEAD_COLOURS, INPUT_COLOUR, MUTED_COLOUR)
     for (name, layout), colour in zip(PUBLISHED.items(), colours):
-        gib = [kv_cache_bytes(layout, n) / 2**30 for n in CONTEXTS]
-        ax.plot(CONTEXTS, gib, marker="o", markersize=3, color=colour, label=name)
+        limit = MAX_CONTEXT[name]  # solid up to the longest text the model reads, dotted beyond
+        read = [n for n in CONTEXTS if n < limit] + [limit] * (limit <= CONTEXTS[-1])
+        gib = [kv_cache_bytes(layout, n) / 2**30 for n in read]
+        ax.plot(read, gib, marker="o", markersize=3, color=colour, label=name)
+        beyond = [limit] + [n for n in CONTEXTS if n > limit]
+        if len(beyond) > 1:
+            gib = [kv_cache_bytes(layout, n) / 2**30 for n in beyond]
+            ax.plot(beyond, gib, linestyle=":", linewidth=1.2, color=colour)
     ax.axhline(80, color="#888888", linestyle=":", linewidth=1)
     ax.text(CONTEXTS[0], 80 * 1.15, "80 GiB GPU", fontsize=8, color="#555555")
     ax.set_xscale("log", base=2)
@@ -66,10 +78,11 @@ def draw_sparse_topk_keys() -> Figure:
 
 FIGURES = {
     "kv_wall_bytes": (
-        "Log-log lines of 16-bit KV-cache size against context length, 256 to 131,072 tokens, one "
-        "text: GPT-2 small, Llama 3 8B and Qwen3 8B grow in proportion; Mistral 7B flattens at its "
-        "4,096-token window; Gemma 3 1B bends once its 22 windowed layers are full; DeepSeek-V3's "
-        "latent cache grows at about half of Llama 3 8B's. A dotted line marks 80 GiB.",
+        "Log-log lines of 16-bit KV-cache size against context, 256 to 131,072 tokens, one text: "
+        "GPT-2 small, Llama 3 8B, Qwen3 8B and DeepSeek-V3 (about half of Llama's) grow in "
+        "proportion; Mistral 7B flattens at its 4,096-token window; Gemma 3 1B bends once its 22 "
+        "windowed layers are full. Each line is solid up to the longest text its model reads, "
+        "dotted beyond. A grey dotted line marks 80 GiB.",
         draw_kv_wall_bytes,
     ),
     "sparse_topk_keys": (

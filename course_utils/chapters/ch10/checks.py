@@ -1,6 +1,10 @@
-"""Self-checks for chapter 10: the transformer block (pre- and post-norm) and the sinusoidal
-position table. The block is recomputed from the student's own parts (attn, norm1, norm2, ff,
-drop); a wrong output is named by the wiring that reproduces it."""
+"""Self-checks for chapter 10: the transformer block (pre- and post-norm), the decoder block, the
+sinusoidal position table and the packed-document mask. A block is recomputed from the student's
+own parts (one reference function, rewired by a table of switches per known mistake), in eval mode
+(the wiring) and in training with dropout (where the dropout goes). In training the masks are
+captured: every dropout call of the student's forward is recorded with the tensor it dropped, and
+the reference drops a tensor with the mask recorded for an equal tensor (else the next unused mask
+of its shape), so the comparison is exact whatever the order of the draws."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from course_utils.checks import _engine as E
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 
-# --------------------------------------------------------------------------- the block
+# --------------------------------------------------------------------------- the two blocks
 class BlockCase(NamedTuple):
     """A block built as (d_model, num_heads, d_ff, context_length), run on (batch, n, d_model);
     the decoder's ``m``: source tokens (its ``causal`` unused: the decoder is always causal)."""
@@ -34,87 +38,108 @@ class BlockCase(NamedTuple):
 BLOCK_CASES = (
     BlockCase(8, 2, 16, 6, 2, 6, True, 1301),  # n == context_length, causal
     BlockCase(12, 3, 20, 9, 1, 5, False, 1302),  # batch 1, encoder
-    BlockCase(8, 4, 32, 7, 3, 4, True, 1303),  # batch 3, 4 heads
+    BlockCase(8, 4, 32, 7, 3, 1, True, 1303),  # batch 3, one token
 )
-_PARTS = ("attn", "norm1", "norm2", "ff", "drop")
-
-
-def _parts(c: E.Check, module: nn.Module, owner: str) -> dict[str, nn.Module]:
-    wanted = {
-        "attn": "the Attention layer",
-        "norm1": "nn.LayerNorm(d_model)",
-        "norm2": "nn.LayerNorm(d_model)",
-        "ff": "nn.Sequential(Linear, GELU, Linear)",
-        "drop": "nn.Dropout(dropout)",
-    }
-    parts = {name: E.find_attribute(c, module, name, owner, wanted[name]) for name in _PARTS}
-    for name, part in parts.items():
-        if not callable(part):
-            raise c.bug("not_a_module", what=f"{owner}.{name}", kind=type(part).__name__)
-    return parts
-
-
-def _wired(p: dict, x: torch.Tensor, norm_first: bool, bug: str | None = None) -> torch.Tensor:
-    """The block computed from its parts; ``bug`` rewires it the way one known mistake does."""
-    attn, ff, drop = p["attn"], p["ff"], p["drop"]
-    n1, n2 = p["norm1"], p["norm1" if bug == "block_norm_reused" else "norm2"]
-    if bug == "block_norms_exchanged":
-        n1, n2 = p["norm2"], p["norm1"]
-    if bug == "block_norm_placement":
-        norm_first = not norm_first
-    attn_res, ff_res = bug != "block_attn_no_residual", bug != "block_ffn_no_residual"
-    if norm_first:
-        if bug == "block_residual_after_norm":
-            h = n1(x)
-            h = h + drop(attn(h))
-            h2 = n2(h)
-            return h2 + drop(ff(h2))
-        h = x + drop(attn(n1(x))) if attn_res else drop(attn(n1(x)))
-        base = x if bug == "block_ffn_residual_from_input" else h
-        return base + drop(ff(n2(h))) if ff_res else drop(ff(n2(h)))
-    h = n1(x + drop(attn(x))) if attn_res else n1(drop(attn(x)))
-    base = x if bug == "block_ffn_residual_from_input" else h
-    return n2(base + drop(ff(h))) if ff_res else n2(drop(ff(h)))
-
-
-_BLOCK_BUGS = (
-    "block_norm_placement",
-    "block_residual_after_norm",
-    "block_ffn_no_residual",
-    "block_attn_no_residual",
-    "block_ffn_residual_from_input",
-    "block_norm_reused",
-    "block_norms_exchanged",
+# the first has n == m, so that queries and keys swapped still run and can be named
+DECODER_CASES = (
+    BlockCase(8, 2, 16, 8, 2, 5, seed=1311, m=5),
+    BlockCase(12, 3, 24, 9, 3, 1, seed=1312, m=7),  # one target token, a longer source
 )
+P = 0.3  # the dropout the blocks are built with (not 0.5: 1 - p would pass for p)
+_PARTS = {
+    False: ("attn", "norm1", "norm2", "ff", "drop"),
+    True: ("self_attn", "cross_attn", "norm1", "norm2", "norm3", "ff", "drop"),
+}
+_WANTED = {"ff": "nn.Sequential(Linear, GELU, Linear)", "drop": "nn.Dropout(dropout)"}
+ALL = (0, 1, 2)
 
 
-def _build(c: E.Check, cls: type, case: BlockCase, norm_first: bool, dropout: float = 0.0):
-    d, h, d_ff, ctx = case.d_model, case.num_heads, case.d_ff, case.context_length
-    what = (
-        f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
-        f"dropout={dropout}, norm_first={norm_first}, causal={case.causal})"
-    )
-    with E.preserved_rng():
-        torch.manual_seed(case.seed)
-        module = c.call(
-            cls, d, h, d_ff, ctx, dropout, norm_first=norm_first, causal=case.causal, what=what
-        )
-    if not isinstance(module, nn.Module):
-        raise c.bug("not_a_module", what=what, kind=type(module).__name__)
-    parts = _parts(c, module, what)
-    with torch.no_grad():  # LayerNorm starts at scale 1, shift 0: give each norm its own numbers
-        g = E.generator(case.seed + 7)
-        for name in ("norm1", "norm2"):
-            for param in parts[name].parameters():
-                param.add_(0.5 * torch.randn(param.shape, generator=g))
-    return module, parts, what
+def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
+    """The block (``mem`` None) or the decoder block computed from the student's parts ``p``; each
+    switch of ``sw`` rewires it the way one known mistake does (sub-layer groups: -1 is the FFN)."""
+    nf, drop, keep = nf != sw.get("flip", False), p["drop"], (lambda t: t)
+    on_branch, drop_at, q_prev = sw.get("on_branch"), sw.get("drop_at"), sw.get("q_prev")
+    first = p["attn" if mem is None else sw.get("sa_module", "self_attn")]
+    if sw.get("kv_raw"):  # keys and values from the un-normalised x
+        fs = [lambda h: first(h, x0)]
+    else:
+        fs = [lambda h: first(h, None, real) if sw.get("sa_mask") else first(h)]
+    if mem is not None:
+        ca, n2 = p["cross_attn"], p["norm2"]
+        args = {
+            "": lambda h: (h, mem, real),
+            "swap": lambda h: (mem, h, real),
+            "swap_bare": lambda h: (mem, h),
+            "self": lambda h: (h,),
+            "unmasked": lambda h: (h, mem),
+            "norm_mem": lambda h: (h, n2(mem), real),
+        }[sw.get("cross", "")]
+        fs.append(lambda h: ca(*args(h)))
+    fs.append(p["ff"])
+    ns = [p[k] for k in sw.get("norms", ("norm1", "norm2", "norm3")[: len(fs)])]
+    x0 = s = x
+    y = None
+    for i, (f, n) in enumerate(zip(fs, ns)):
+        at = lambda key, i=i: i in sw.get(key, ()) or i - len(fs) in sw.get(key, ())
+        d = keep if at("undropped") else drop
+        src = x0 if at("parallel") else x  # GPT-J's parallel block: every sub-layer reads x0
+        h = src if not nf or at("bare") or on_branch else n(src)
+        base = mem if sw.get("res_mem") and i == 1 else x0 if at("from_x") else x
+        base = h if nf and at("after_norm") else s if sw.get("sum_res") and not nf else base
+        out = raw = h if at("unused") else f(y if q_prev and i == 1 else h)
+        if on_branch:  # x + norm(f(x))
+            out = n(d(out)) if on_branch == "in" else d(n(out))
+        elif drop_at != "sum" and (drop_at != "norm" or nf):
+            out = d(out)
+        base = 2 * base if at("twice") else raw if at("own") else out if at("out") else base
+        y, x = out, out if at("no_res") else base + out
+        x = d(x) if drop_at == "sum" else x
+        if not nf and not on_branch:
+            s, x = x, n(x)
+            x = d(x) if drop_at == "norm" else x
+    return drop(x) if sw.get("drop_end") else x
 
 
-def _forward(c: E.Check, module: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
-    got = c.call_pure(module, [x], what=f"{what} on x of shape {tuple(x.shape)}")
-    return c.expect_tensor_output(got, f"{what}'s forward", tuple(x.shape))
-
-
+_BLOCK_BUGS = [  # (mistake id, switches of _wired), tried in this order on a wrong output
+    ("block_norm_placement", {"flip": True}),
+    ("block_residual_after_norm", {"after_norm": ALL}),
+    ("block_residual_after_norm", {"after_norm": (-1,)}),
+    ("block_norm_on_branch", {"on_branch": "in"}),
+    ("block_norm_on_branch", {"on_branch": "out"}),
+    ("block_residual_skips_norm", {"sum_res": True}),
+    ("block_ffn_no_residual", {"no_res": (-1,)}),
+    ("block_attn_no_residual", {"no_res": (0,)}),
+    ("block_ffn_residual_from_input", {"from_x": (-1,)}),
+    ("block_ffn_output_unused", {"unused": (-1,)}),
+    ("block_residual_twice", {"twice": (-1,)}),
+    ("block_residual_twice", {"twice": ALL}),
+    ("block_residual_overwritten", {"out": (0,)}),
+    ("block_residual_overwritten", {"own": ALL}),
+    ("block_keys_not_normalised", {"kv_raw": True}),
+    ("block_parallel_residual", {"parallel": ALL}),
+    ("block_norm_reused", {"norms": ("norm1",) * 3}),
+    ("block_dropout_after_residual", {"drop_at": "sum"}),
+    ("block_dropout_after_residual", {"drop_at": "norm"}),
+    ("block_dropout_missing", {"undropped": ALL}),
+    ("block_dropout_missing", {"undropped": (0,)}),
+    ("block_dropout_missing", {"undropped": (-1,)}),
+    ("block_output_dropped", {"drop_end": True}),
+]
+_ONLY = {
+    False: [("block_norms_exchanged", {"norms": ("norm2", "norm1")})],
+    True: [
+        ("decoder_cross_swapped", {"cross": "swap"}),
+        ("decoder_cross_swapped", {"cross": "swap_bare"}),
+        ("decoder_memory_unused", {"cross": "self"}),
+        ("decoder_padding_ignored", {"cross": "unmasked"}),
+        ("decoder_masks_swapped", {"cross": "unmasked", "sa_mask": True}),
+        ("decoder_memory_normalised", {"cross": "norm_mem"}),
+        ("decoder_cross_not_normalised", {"bare": (1,)}),
+        ("decoder_cross_queries_from_sublayer", {"q_prev": True}),
+        ("decoder_cross_residual_from_memory", {"res_mem": True}),
+        ("decoder_self_attention_not_causal", {"sa_module": "cross_attn"}),
+    ],
+}
 # what a mistake that rewires the norms names, for each norm_first
 _NORMS = {
     True: {"wanted": "pre-norm", "got": "post-norm"},
@@ -122,211 +147,181 @@ _NORMS = {
 }
 
 
-def _block_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
-    module, parts, what = _build(c, cls, case, norm_first)
-    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 1)
-    with E.isolated():
-        got = _forward(c, module, x, what)
-        expected = _wired(parts, x, norm_first)
-        c.compare(
-            got,
-            expected,
-            f"With norm_first={norm_first}, {what}'s output differs:",
-            [(bug, lambda bug=bug: _wired(parts, x, norm_first, bug)) for bug in _BLOCK_BUGS],
-            context=f"With norm_first={norm_first}:",
-            detail=_NORMS[norm_first],
-        )
-    # gradients: the same as those of the block computed from the same parts
-    weights = [x.clone().requires_grad_(), *module.parameters()]
-    with E.preserved_rng():
-        grads = _grads(c, lambda t: module(t), weights, what)
-        wanted = _grads(c, lambda t: _wired(parts, t, norm_first), weights, what)
-    for got_g, want_g in zip(grads, wanted):
-        if (got_g is None) != (want_g is None) or (got_g is not None and not E.same(got_g, want_g)):
-            raise c.bug("block_gradient_differs", f"With norm_first={norm_first}:")
+def _build(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool):
+    """The student's block under the case's seed, its parts (each norm nudged off scale 1 and shift
+    0, so that the norms differ; the attention layers' own weight dropout off: chapter 04's)."""
+    d, h, d_ff, ctx = case[:4]
+    kw = {"norm_first": nf} if decoder else {"norm_first": nf, "causal": case.causal}
+    what = f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
+    what += f"dropout={P}, " + ", ".join(f"{k}={v}" for k, v in kw.items()) + ")"
+    module = E.construct(c, cls, d, h, d_ff, ctx, P, what=what, seed=case.seed, **kw)
+    parts = {}
+    for name in _PARTS[decoder]:
+        wanted = _WANTED.get(name, "LayerNorm(d_model)" if "norm" in name else "an Attention")
+        parts[name] = E.find_attribute(c, module, name, what, wanted)
+        if not callable(parts[name]):
+            raise c.bug("not_a_module", what=f"{what}.{name}", kind=type(parts[name]).__name__)
+    g = E.generator(case.seed + 7)
+    with torch.no_grad():
+        for name, part in parts.items():
+            for sub in part.modules() if isinstance(part, nn.Module) else ():
+                if "attn" in name and isinstance(sub, nn.Dropout):
+                    sub.p = 0.0
+                for param in sub.parameters(recurse=False) if "norm" in name else ():
+                    param.add_(0.5 * torch.randn(param.shape, generator=g))
+    return module, parts, what
 
 
-def _grads(c: E.Check, fn, weights: list[torch.Tensor], what: str) -> list:
-    out = c.call(fn, weights[0], what=f"{what} in training")
-    if not isinstance(out, torch.Tensor) or not out.requires_grad:
-        raise c.bug("block_gradient_differs", f"{what}: the output does not require a gradient.")
+def _grads(c: E.Check, out: torch.Tensor, weights: list, where: str) -> list:
+    if not out.requires_grad:
+        raise c.bug("block_gradient_differs", f"{where} the output does not require a gradient.")
     loss = (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum()
-    return list(torch.autograd.grad(loss, weights, allow_unused=True))
+    return list(torch.autograd.grad(loss, weights, allow_unused=True, retain_graph=True))
+
+
+def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool) -> None:
+    module, p, what = _build(c, cls, case, nf, decoder)
+    b, n, d, m = case.batch, case.n, case.d_model, case.m
+    ins = [E.randn(b, n, d, seed=case.seed + 1), E.randn(b, m, d, seed=case.seed + 2)]
+    ins = ins[: 1 + decoder]  # x (and the decoder's memory)
+    rest = (torch.arange(m) < torch.tensor([m - i for i in range(b)])[:, None],) * decoder  # (b, m)
+    call = f"{what}'s forward on x of shape {tuple(ins[0].shape)}"
+    call += f", memory {(b, m, d)} with text i padded by i tokens" * decoder
+    bugs = _BLOCK_BUGS + _ONLY[decoder]
+    ctx = f"With norm_first={nf}"
+
+    def ref(ins: list, parts: dict = p, **switches) -> torch.Tensor:
+        return _wired(parts, nf, *ins, *rest, **switches)
+
+    def forward(ins: list, where: str) -> torch.Tensor:
+        got = c.call_pure(module, [*ins, *rest], what=f"{call}{where}")
+        return c.expect_tensor_output(got, f"{call}{where}", (b, n, d))
+
+    module.eval()
+    got = forward(ins, " in eval mode")
+    if not E.same(got, forward(ins, ", called again in eval mode")):
+        raise c.bug("block_dropout_in_eval", f"{ctx}, in eval mode:")
+    variants = [(bug, lambda sw=sw: ref(ins, **sw)) for bug, sw in bugs]
+    c.compare(got, ref(ins), f"{ctx}, {call}:", variants, context=f"{ctx}:", detail=_NORMS[nf])
+    other = [E.randn(*t.shape, seed=case.seed + 4 + i) for i, t in enumerate(ins)]
+    if not E.same(forward(other, ", then on another input"), ref(other)):
+        raise c.bug("state_between_calls", f"{ctx}, two calls with different inputs in eval mode:")
+    if case in (BLOCK_CASES[0], DECODER_CASES[0]):
+        E.probe_device(c, module, (*ins, *rest), f"{ctx}, on another device:")
+    # training: the reference drops each tensor with the mask your forward drew for an equal one
+    # (or, for a tensor you did not drop as such, the next mask of its shape: same order)
+    module.train()
+    leaves, watch = [t.clone().requires_grad_() for t in ins], E.Watch()
+    where = f"{ctx}, in training with dropout={P} (the reference uses your dropout masks):"
+    with torch.enable_grad():
+        with watch:
+            got = forward(leaves, f" in training, dropout={P}")
+        masks = watch.dropouts()
+        if any(abs(q - P) > 1e-9 for _, q, _ in masks):
+            raise c.bug("block_dropout_wrong_p", where, p=[q for _, q, _ in masks])
+
+        seen = []  # every tensor a reference (right or rewired) drops
+
+        def masked(ins: list, **switches) -> torch.Tensor:
+            used = []
+
+            def drop(t: torch.Tensor) -> torch.Tensor:  # the mask drawn for an equal tensor, else
+                # the next one of t's shape; IndexError: your forward drew none for t
+                seen.append(t.detach())
+                same = [i for i, (inp, _, _) in enumerate(masks) if E.same(inp, t)]
+                free = [i for i, (inp, _, _) in enumerate(masks) if i not in used]
+                used.append((same or [i for i in free if masks[i][0].shape == t.shape])[0])
+                return t * (masks[used[-1]][2] != 0) / (1 - P)
+
+            return ref(ins, {**p, "drop": drop}, **switches)
+
+        try:
+            want = masked(leaves)
+        except IndexError:  # a dropout somewhere the reference never drops
+            want = None
+        variants = [(bug, lambda sw=sw: masked(ins, **sw)) for bug, sw in bugs]
+        odd = lambda: any(not any(E.same(inp, t) for t in seen) for inp, _, _ in masks)
+        variants.append(("block_dropout_elsewhere", lambda: got if want is None or odd() else None))
+        expected = torch.full_like(got, torch.nan) if want is None else want.detach()
+        c.compare(got, expected, where, variants, context=where, detail=_NORMS[nf])
+        if want is None:  # only an output of NaN passes the comparison above
+            raise c.bug("block_dropout_elsewhere", where)
+        weights = [*leaves, *(w for w in module.parameters() if w.requires_grad)]
+        for got_g, want_g in zip(_grads(c, got, weights, where), _grads(c, want, weights, where)):
+            if not (got_g is None and want_g is None or E.same(got_g, want_g)):
+                raise c.bug("block_gradient_differs", where)
+
+
+def _check_blocks(c: E.Check, cls: type, decoder: bool) -> None:
+    __tracebackhide__ = True
+    c.ensure_class(cls, f"a class such as {'DecoderBlock' if decoder else 'TransformerBlock'}")
+    cases = DECODER_CASES if decoder else BLOCK_CASES
+    with E.isolated():
+        for case in cases:
+            for nf in (True, False):
+                _block_case(c, cls, case, nf, decoder)
+    what = (
+        "target as long as its source or 1 token, padded" if decoder else "causal and not, 1 token"
+    )
+    c.passed(
+        f"pre-norm and post-norm match on {len(cases)} configurations ({what}), in eval mode and "
+        f"in training with dropout {P} (the reference with your masks), gradients too",
+    )
 
 
 def check_transformer_block(cls: type) -> None:
     """Check a ``TransformerBlock(d_model, num_heads, d_ff, context_length, dropout, norm_first,
-    causal)`` class: pre-norm ``x + f(norm(x))`` when norm_first, post-norm ``norm(x + f(x))``
-    otherwise, for attention (norm1) then the FFN (norm2); outputs and gradients."""
-    __tracebackhide__ = True
-    c = E.Check("check_transformer_block")
-    c.ensure_class(cls, "a class such as TransformerBlock")
-    for case in BLOCK_CASES:
-        for norm_first in (True, False):
-            _block_case(c, cls, case, norm_first)
-    # dropout: off in eval mode
-    case = BLOCK_CASES[0]
-    module, parts, what = _build(c, cls, case, True, dropout=0.5)
-    module.eval()
-    x = E.randn(case.batch, case.n, case.d_model, seed=case.seed + 2)
-    with E.isolated():
-        if not E.same(_forward(c, module, x, what), _wired(parts, x, True)):
-            raise c.bug("block_dropout_in_eval")
-    c.passed(
-        f"pre-norm and post-norm match on {len(BLOCK_CASES)} configurations (causal and not, batch 1 "
-        "to 3), gradients too; dropout off in eval mode",
-    )
-
-
-# --------------------------------------------------------------------------- the decoder block
-# the first has n == m (target and source tokens), so that queries and keys swapped still run and
-# can be named
-DECODER_CASES = (
-    BlockCase(8, 2, 16, 8, 2, 5, seed=1311, m=5),
-    BlockCase(12, 3, 24, 9, 3, 4, seed=1312, m=7),
-)
-_DECODER_PARTS = ("self_attn", "cross_attn", "norm1", "norm2", "norm3", "ff", "drop")
-
-
-def _decoder_wired(p: dict, x, memory, real, norm_first: bool, bug: str | None = None):
-    """The decoder block from its parts; ``bug`` rewires it the way one known mistake does."""
-    sa, ca, ff, drop = p["self_attn"], p["cross_attn"], p["ff"], p["drop"]
-    n1, n2, n3 = p["norm1"], p["norm2"], p["norm3"]
-    if bug == "block_norm_placement":
-        norm_first = not norm_first
-
-    def cross(h):
-        if bug in ("decoder_cross_swapped", "swapped with the padding mask"):
-            return ca(memory, h, real if bug == "swapped with the padding mask" else None)
-        if bug == "decoder_memory_unused":
-            return ca(h, None, None)
-        return ca(h, memory, None if bug == "decoder_padding_ignored" else real)
-
-    base = (lambda h: memory) if bug == "decoder_cross_residual_from_memory" else (lambda h: h)
-    if norm_first:
-        x = x + drop(sa(n1(x)))
-        x = base(x) + drop(cross(n2(x)))
-        return x + drop(ff(n3(x)))
-    x = n1(x + drop(sa(x)))
-    x = n2(base(x) + drop(cross(x)))
-    return n3(x + drop(ff(x)))
-
-
-_DECODER_BUGS = (
-    "decoder_cross_swapped",
-    "decoder_memory_unused",
-    "decoder_padding_ignored",
-    "decoder_cross_residual_from_memory",
-    "block_norm_placement",
-)
-
-
-def _decoder_case(c: E.Check, cls: type, case: BlockCase, norm_first: bool) -> None:
-    d, h, d_ff, ctx, b, n, _, seed, m = case
-    what = (
-        f"{cls.__name__}(d_model={d}, num_heads={h}, d_ff={d_ff}, context_length={ctx}, "
-        f"dropout=0.0, norm_first={norm_first})"
-    )
-    with E.preserved_rng():
-        torch.manual_seed(seed)
-        module = c.call(cls, d, h, d_ff, ctx, 0.0, norm_first=norm_first, what=what)
-    if not isinstance(module, nn.Module):
-        raise c.bug("not_a_module", what=what, kind=type(module).__name__)
-    parts = {
-        name: E.find_attribute(c, module, name, what, "the given __init__'s part")
-        for name in _DECODER_PARTS
-    }
-    with torch.no_grad():
-        g = E.generator(seed + 7)
-        for name in ("norm1", "norm2", "norm3"):
-            for param in parts[name].parameters():
-                param.add_(0.5 * torch.randn(param.shape, generator=g))
-    x, memory = E.randn(b, n, d, seed=seed + 1), E.randn(b, m, d, seed=seed + 2)
-    real = (
-        torch.arange(m) < torch.tensor([m - i for i in range(b)])[:, None]
-    )  # (b, m): text i has i pads
-    call = f"{what}(x, memory, memory_real) with x {tuple(x.shape)}, memory {tuple(memory.shape)}"
-    with E.isolated():
-        got = c.call_pure(module, [x, memory], real, what=call)
-        got = c.expect_tensor_output(got, call, (b, n, d))
-        expected = _decoder_wired(parts, x, memory, real, norm_first)
-        candidates = [
-            (bug, lambda bug=bug: _decoder_wired(parts, x, memory, real, norm_first, bug))
-            for bug in _DECODER_BUGS
-        ]
-        swapped = "swapped with the padding mask"
-        candidates.append(
-            (
-                "decoder_cross_swapped",
-                lambda: _decoder_wired(parts, x, memory, real, norm_first, swapped),
-            )
-        )
-        c.compare(
-            got,
-            expected,
-            f"With norm_first={norm_first}, {call}:",
-            candidates,
-            context=f"With norm_first={norm_first}:",
-            detail=_NORMS[norm_first],
-        )
-    inputs = [x.clone().requires_grad_(), memory.clone().requires_grad_()]
-    weights = [*inputs, *module.parameters()]
-    with E.preserved_rng():
-        grads = _grads(c, lambda t: module(t, inputs[1], real), weights, what)
-        wanted = _grads(
-            c, lambda t: _decoder_wired(parts, t, inputs[1], real, norm_first), weights, what
-        )
-    for got_g, want_g in zip(grads, wanted):
-        if (got_g is None) != (want_g is None) or (got_g is not None and not E.same(got_g, want_g)):
-            raise c.bug("block_gradient_differs", f"With norm_first={norm_first}:")
+    causal)`` class: pre-norm ``x + drop(f(norm(x)))`` when norm_first, post-norm
+    ``norm(x + drop(f(x)))`` otherwise, for attention (norm1) then the FFN (norm2); outputs in
+    eval mode and in training, gradients."""
+    _check_blocks(E.Check("check_transformer_block"), cls, decoder=False)
 
 
 def check_decoder_block(cls: type) -> None:
     """Check a ``DecoderBlock(d_model, num_heads, d_ff, context_length, dropout, norm_first)``
     class: causal self-attention (norm1), cross-attention with queries from x and keys/values from
-    memory under memory_real (norm2), the FFN (norm3); pre- or post-norm; outputs and gradients."""
-    __tracebackhide__ = True
-    c = E.Check("check_decoder_block")
-    c.ensure_class(cls, "a class such as DecoderBlock")
-    for case in DECODER_CASES:
-        for norm_first in (True, False):
-            _decoder_case(c, cls, case, norm_first)
-    c.passed(
-        f"pre-norm and post-norm match on {len(DECODER_CASES)} configurations (source as long as "
-        "the target and longer, padded), gradients to x and memory too",
-    )
+    memory under memory_real (norm2), the FFN (norm3); pre- or post-norm; eval, training, gradients."""
+    _check_blocks(E.Check("check_decoder_block"), cls, decoder=True)
 
 
 # --------------------------------------------------------------------------- sinusoidal positions
 SINUSOID_CASES = ((7, 8), (50, 16), (12, 6), (1, 2))
+_SINUSOID_BUGS = ("sinusoid_pair_index", "sinusoid_positions_from_one")
 
 
 def _table(n: int, d: int, bug: str | None = None) -> torch.Tensor:
     start = 1 if bug == "sinusoid_positions_from_one" else 0
     p = torch.arange(start, start + n, dtype=torch.float64)[:, None]  # (n, 1)
-    if bug == "sinusoid_frequency_per_feature":
-        angle = p * 10_000.0 ** (-2 * torch.arange(d, dtype=torch.float64) / d)  # (n, d)
-        sin, cos = torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])
-    else:
-        exponent = torch.arange(d // 2, dtype=torch.float64) / d  # (d/2,)
-        if bug != "sinusoid_pair_index":
-            exponent = 2 * exponent
-        angle = p * 10_000.0**-exponent  # (n, d/2)
-        sin, cos = torch.sin(angle), torch.cos(angle)
-    if bug == "sinusoid_phases_swapped":
-        sin, cos = cos, sin
-    if bug == "sinusoid_halves":
-        return torch.cat([sin, cos], dim=1)
-    return torch.stack([sin, cos], dim=-1).flatten(1)  # (n, d): sin, cos, sin, cos, ...
+    two = 1 if bug == "sinusoid_pair_index" else 2
+    angle = p * 10_000.0 ** (-two * torch.arange(d // 2, dtype=torch.float64) / d)  # (n, d/2)
+    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).flatten(1)  # sin, cos, ...
 
 
-_SINUSOID_BUGS = (
-    "sinusoid_phases_swapped",
-    "sinusoid_halves",
-    "sinusoid_frequency_per_feature",
-    "sinusoid_pair_index",
-    "sinusoid_positions_from_one",
-)
+def _sinusoid_cause(got: torch.Tensor, n: int, d: int) -> tuple[str | None, dict]:
+    """The mistake the table's structure shows: its row 0 (position 0 must read 0, 1, 0, 1, ...),
+    then each pair's columns (a sine and a cosine of the position, at one frequency w_i)."""
+    t = got.detach().cpu().double()
+    rows = {
+        "sinusoid_phases_swapped": torch.tensor([1.0, 0.0]).repeat(d // 2),
+        "sinusoid_halves": torch.tensor([0.0, 1.0]).repeat_interleave(d // 2),
+        "sinusoid_cos_missing": torch.zeros(d),
+    }
+    for bug, row in rows.items():
+        if d > 2 and torch.allclose(t[0], row.double(), atol=1e-4):
+            return bug, {}
+    if n < 3:
+        return None, {}
+    p, sin, cos = torch.arange(n, dtype=torch.float64)[:, None], t[:, 0::2], t[:, 1::2]
+    w_sin = torch.atan2(sin[1], torch.where(sin[1].abs() > 1e-6, sin[2] / (2 * sin[1]), 1.0))
+    w_cos = torch.acos(cos[1].clamp(-1, 1))
+    off = max((torch.sin(p * w_sin) - sin).abs().max(), (torch.cos(p * w_cos) - cos).abs().max())
+    if not off < 1e-3:  # a column is no sine or cosine of the position
+        return None, {}
+    wanted = 10_000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    show = lambda w: ", ".join(f"{v:.3g}" for v in w[:4].tolist())  # noqa: E731
+    if not torch.allclose(w_sin.abs(), w_cos, atol=1e-3):
+        return "sinusoid_frequency_per_feature", {}
+    return "sinusoid_wrong_frequencies", {"yours": show(w_cos), "wanted": show(wanted)}
 
 
 def check_sinusoidal_positions(fn: object) -> None:
@@ -339,19 +334,33 @@ def check_sinusoidal_positions(fn: object) -> None:
         what = f"sinusoidal_positions({n}, {d})"
         with E.isolated():
             got = c.call(fn, n, d, what=what)
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else None
+        if shape not in (None, (n, d)) and got.numel() in (n * d, d):
+            raise c.bug("sinusoid_layout", what=what, got=shape, n=n, d=d)
         got = c.expect_tensor_output(got, what, (n, d))
         if not got.is_floating_point():
             raise c.bug("sinusoid_not_float", what=what, dtype=got.dtype)
-        expected = _table(n, d)
-        c.compare(
-            got,
-            expected.float(),
-            f"{what}:",
-            [(bug, lambda bug=bug: _table(n, d, bug)) for bug in _SINUSOID_BUGS],
-            atol=1e-4,
-            context=f"In {what}:",
+        expected = _table(n, d).float()
+        cause, detail = (
+            (None, {}) if E.same(got, expected, atol=1e-4) else _sinusoid_cause(got, n, d)
         )
-    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16")
+        variants = [
+            *((bug, lambda bug=bug: _table(n, d, bug)) for bug in _SINUSOID_BUGS),
+            *([(cause, lambda: got)] if cause else []),
+        ]
+        c.compare(
+            got, expected, f"{what}:", variants, atol=1e-4, context=f"In {what}:", detail=detail
+        )
+    try:  # an odd width has no sine-cosine pairs: a ValueError that names d
+        with E.isolated():
+            got = f"no error: it returned {E.shown(fn(4, 7), 40)}"
+    except ValueError as exc:
+        got = None if "7" in str(exc) else f"a ValueError that does not say d=7 ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a crash where a clear refusal belongs is named
+        got = f"{type(exc).__name__}: {exc}"
+    if got:
+        raise c.bug("sinusoid_odd_width", got=got)
+    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16; d=7 refused")
 
 
 # --------------------------------------------------------------------------- packed documents
@@ -361,28 +370,26 @@ PACKED_CASES = (
     ((5, 5, 5, 5, 5),),  # one document: the plain causal mask
     ((0, 1, 2, 3),),  # every token alone
     ((7, 7, 3, 3, 3, 9),),  # ids that are neither sorted nor from 0
+    ((4,), (9,)),  # two rows of one token
 )
 
 
-def _packed(doc_ids: torch.Tensor, bug: str | None = None) -> torch.Tensor:
-    n = doc_ids.shape[-1]
-    ids = doc_ids[:1].expand_as(doc_ids) if bug == "packed_first_row_only" else doc_ids
-    same = ids[:, :, None] == ids[:, None, :]  # (b, n, n)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()  # (n, n)
-    if bug == "packed_leaks_across_documents":
-        return causal.expand_as(same)
-    if bug == "packed_not_causal":
-        return same
-    mask = same & causal
-    return ~mask if bug == "packed_inverted" else mask
+def _packed(ids: torch.Tensor, first=False, docs=True, tri="tril", invert=False) -> torch.Tensor:
+    n = ids.shape[-1]
+    ids = ids[:1].expand_as(ids) if first else ids
+    same = ids[:, :, None] == ids[:, None, :] if docs else torch.ones(1, n, n, dtype=torch.bool)
+    ones = torch.ones(n, n, dtype=torch.bool)
+    mask = same & {"tril": ones.tril(), "triu": ones.triu(), "none": ones}[tri]  # (b, n, n)
+    return ~mask.expand(len(ids), n, n) if invert else mask.expand(len(ids), n, n)
 
 
-_PACKED_BUGS = (
-    "packed_leaks_across_documents",
-    "packed_not_causal",
-    "packed_inverted",
-    "packed_first_row_only",
-)
+_PACKED_BUGS = [
+    ("packed_leaks_across_documents", {"docs": False}),
+    ("packed_not_causal", {"tri": "none"}),
+    ("packed_inverted", {"invert": True}),
+    ("packed_first_row_only", {"first": True}),
+    ("packed_future_not_past", {"tri": "triu"}),
+]
 
 
 def check_packed_causal_mask(fn: object) -> None:
@@ -393,24 +400,33 @@ def check_packed_causal_mask(fn: object) -> None:
     c.ensure_callable(fn, "a function such as packed_causal_mask")
     for rows in PACKED_CASES:
         doc_ids = torch.tensor(rows)  # (b, n)
+        b, n = doc_ids.shape
         what = f"packed_causal_mask(torch.tensor({[list(r) for r in rows]}))"
         with E.isolated():
             got = c.call_pure(fn, [doc_ids], what=what)
-        b, n = doc_ids.shape
+        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else None
+        if shape not in (None, (b, n, n)) and got.numel() in (b * n * n, n * n, b * b * n):
+            raise c.bug("packed_layout", what=what, got=shape, expected=(b, n, n))
         got = c.expect_tensor_output(got, what, (b, n, n))
         if got.dtype != torch.bool:
             raise c.bug("packed_not_bool", what=what, dtype=got.dtype)
+        want = _packed(doc_ids)
+        band = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # (n, n): key - query
         c.compare(
             got,
-            _packed(doc_ids),
+            want,
             f"{what} (1 = True):",
-            [(bug, lambda bug=bug: _packed(doc_ids, bug)) for bug in _PACKED_BUGS],
+            [(bug, lambda sw=sw: _packed(doc_ids, **sw)) for bug, sw in _PACKED_BUGS]
+            + [  # wrong only on the diagonal (tril(-1)) or on the next key (tril(1))
+                (bug, lambda k=k: torch.where(band == k, got, want))
+                for bug, k in (("packed_self_hidden", 0), ("packed_sees_next", 1))
+            ],
             context=f"In {what}:",
         )
         E.probe_device(c, None, (doc_ids,), f"For {what} on another device:", fn=fn)
     c.passed(
         f"right on {len(PACKED_CASES)} packings (one to four documents per row, two rows, "
-        "unsorted ids) and made on the input's device",
+        "unsorted ids, one token) and made on the input's device",
     )
 
 
@@ -420,3 +436,8 @@ __all__ = [
     "check_sinusoidal_positions",
     "check_transformer_block",
 ]
+
+from . import checks_norms  # noqa: E402  (chapter 10's norms, GELU, SwiGLU and ALiBi)
+from .checks_norms import *  # noqa: E402, F403
+
+__all__ += checks_norms.__all__

@@ -5,6 +5,7 @@ Generated from solutions/11_past_the_kv_wall.ipynb by `make exercises`; do not e
 
 import math
 from dataclasses import dataclass
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -13,10 +14,12 @@ from ..ch06 import merge_heads, split_heads
 from ..ch09 import apply_rope, sliding_window_mask
 
 __all__ = [
-    "KVLayout", "PUBLISHED", "kv_cache_bytes", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
-    "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
+    "KVLayout", "PUBLISHED", "MAX_CONTEXT", "QUERY_HEADS", "beyond_limit", "kv_cache_bytes",
+    "layout_variants", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed", "feature_map",
+    "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
     "gated_delta_rule", "recall_texts", "RecallModel", "lightning_index", "attend", "sparse_attention",
-    "stack_weights", "shared_kv_forward", "DECODE_KINDS", "decode_cost",
+    "stack_weights", "shared_kv_forward", "DECODE_KINDS", "decode_cost", "sparse_decode_step",
+    "mla_keys_cached",
 ]
 
 
@@ -68,6 +71,28 @@ PUBLISHED = {
     "Qwen3 8B": KVLayout(layers=36, kv_heads=8, head_dim=128),
     "DeepSeek-V3": KVLayout(layers=61, kv_heads=128, head_dim=128, latent_dim=512, rope_dim=64),
 }
+MAX_CONTEXT = {  # max_position_embeddings (n_positions for GPT-2) of each config
+    "GPT-2 small": 1024,
+    "Llama 3 8B": 8192,
+    "Mistral 7B": 32768,
+    "Gemma 3 1B": 32768,
+    "Qwen3 8B": 40960,
+    "DeepSeek-V3": 163840,
+}
+QUERY_HEADS = {  # num_attention_heads of each config: what MHA would give a key/value head each
+    "GPT-2 small": 12,
+    "Llama 3 8B": 32,
+    "Mistral 7B": 32,
+    "Gemma 3 1B": 4,
+    "Qwen3 8B": 32,
+    "DeepSeek-V3": 128,
+}
+
+
+def beyond_limit(model, context):
+    """A note for a context past the model's limit ("" when the model reads it)."""
+    limit = MAX_CONTEXT[model]
+    return f"beyond its {limit:,}-token limit" if context > limit else ""
 
 
 def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
@@ -80,6 +105,26 @@ def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
     windowed = layout.windowed_caches
     tokens = windowed * min(context, layout.window or context) + (caches - windowed) * context
     return batch * tokens * per_token * bytes_per_value
+
+
+def layout_variants(model):
+    """The published layout of `model` (a key of PUBLISHED) and its shape under the other layouts;
+    None where a layout is not possible (pairs of layers in a model with an odd number of layers).
+    Keys and values are head_dim wide in the variants (DeepSeek-V3's keys are 192 wide, its values
+    128)."""
+    if model not in PUBLISHED:
+        raise ValueError(f"model must be one of {list(PUBLISHED)}, got {model!r}.")
+    base = PUBLISHED[model]
+    plain = KVLayout(base.layers, base.kv_heads, base.head_dim)
+    return {
+        "published": base,
+        "MHA": replace(plain, kv_heads=QUERY_HEADS[model]),
+        "GQA 8": replace(plain, kv_heads=min(8, QUERY_HEADS[model])),
+        "MQA": replace(plain, kv_heads=1),
+        "window 4,096": replace(plain, window=4096, windowed_caches=base.layers),
+        "2 layers per cache": replace(plain, layers_per_cache=2) if base.layers % 2 == 0 else None,
+        "MLA 512 + 64": replace(plain, latent_dim=512, rope_dim=64),
+    }
 
 
 @dataclass
@@ -96,6 +141,11 @@ class MLAWeights:
     heads: int
     head_dim: int
     rope_dim: int
+
+    @property
+    def latent_dim(self):
+        """dc, the width of the cached latent (the rows of w_dkv)."""
+        return self.w_dkv.shape[0]
 
     def to(self, *args, **kwargs):
         """A copy with every weight moved or cast like Tensor.to (device and/or dtype)."""
@@ -124,7 +174,7 @@ def mla_weights(d, heads, head_dim, latent_dim, rope_dim, seed=0):
 
 
 def mla_attention(x, w, cache=None):
-    """MLA, the naive way: rebuild every head's key and value from the cached latent."""
+    """MLA without absorption: every head's key and value computed from the cached latent."""
     b, n, _ = x.shape
     h, hd, dr = w.heads, w.head_dim, w.rope_dim
     start = 0 if cache is None else cache[0].shape[1]
@@ -321,30 +371,89 @@ def shared_kv_forward(x, layers, kv_source, heads, cache=None):
     return x, cache
 
 
-DECODE_KINDS = ("gqa", "mla", "mla_absorbed", "linear", "delta")
+DECODE_KINDS = ("gqa", "shared", "sparse", "mla", "mla_kv_cache", "mla_absorbed", "linear", "delta")
 
 
-def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_dim=0, rope_dim=0):
+def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_dim=0, rope_dim=0,
+                query_latent_dim=0, topk=None, index_heads=0, index_dim=0):
     """(FLOPs of the matrix products, weight numbers read, cache or state numbers read) of one
     layer generating one token that attends to N tokens (itself included), for one text.
-    kind: "gqa" (MHA, GQA, MQA; window optional), "mla" (naive), "mla_absorbed", "linear", "delta"."""
+
+    kind: "gqa" (MHA, GQA, MQA; a window as chapter 09's cache runs it: its W tokens and the new
+    one multiplied), "shared" (a layer reading an earlier layer's cache), "sparse" (GQA over the
+    topk keys an indexer of index_heads heads of index_dim chooses), "mla" (keys and values from
+    the latent at every step), "mla_kv_cache" (computed once per token and cached),
+    "mla_absorbed", "linear", "delta". query_latent_dim: MLA's query latent (0: none)."""
     if kind not in DECODE_KINDS:
         raise ValueError(f"kind must be one of {DECODE_KINDS}, got {kind!r}.")
     if not isinstance(N, int) or N < 1:
         raise ValueError(f"N (the tokens the new one attends to, itself included) must be an int >= 1, got {N!r}.")
-    h, hd, g, dc, dr = heads, head_dim, kv_heads or heads, latent_dim, rope_dim
-    if kind == "gqa":
-        keys = min(N, window) if window else N  # tokens whose keys and values are read
-        weights = d * hd * (2 * h + 2 * g)  # W_q and W_o for h heads, W_k and W_v for g heads
-        return 2 * weights + 4 * h * hd * keys, weights, 2 * g * hd * keys
-    if kind in ("mla", "mla_absorbed"):
-        projections = d * (h * hd + h * dr + dc + dr) + h * hd * d  # P: all but W_uk and W_uv
-        if kind == "mla":  # rebuild N keys and values from the latent, attend at width hd (+ dr)
-            attend = 4 * N * dc * h * hd + 2 * h * N * (hd + dr) + 2 * h * N * hd
-        else:  # q @ W_uk and W_uv after the weighting once; attend at width dc (+ dr)
-            attend = 4 * h * hd * dc + 2 * h * N * (2 * dc + dr)
-        return 2 * projections + attend, projections + 2 * h * hd * dc, N * (dc + dr)
+    if kind == "sparse" and not (isinstance(topk, int) and topk >= 1 and index_heads >= 1 and index_dim >= 1):
+        raise ValueError(f"kind 'sparse' needs topk, index_heads and index_dim >= 1, got {topk!r}, {index_heads!r}, {index_dim!r}.")
+    if kind.startswith("mla") and not (latent_dim >= 1 and rope_dim >= 1):
+        raise ValueError(f"MLA needs latent_dim and rope_dim >= 1, got {latent_dim!r} and {rope_dim!r}.")
+    h, hd, g, dc, dr, dq = heads, head_dim, kv_heads or heads, latent_dim, rope_dim, query_latent_dim
+    if kind in ("gqa", "shared", "sparse"):
+        keys = min(N, topk) if kind == "sparse" else min(N, window + 1) if window else N  # multiplied
+        weights = d * hd * 2 * h + (0 if kind == "shared" else d * hd * 2 * g)  # W_q, W_o; W_k, W_v
+        flops, cached = 2 * weights + 4 * h * hd * keys, 2 * g * hd * keys
+        if kind == "sparse":  # the indexer: its projections, every key scored, its heads summed
+            index_weights = d * (index_heads * index_dim + index_dim + index_heads)  # I
+            weights += index_weights
+            flops += 2 * index_weights + 2 * index_heads * index_dim * N + 2 * index_heads * N
+            cached += index_dim * N
+        return flops, weights, cached
+    if kind.startswith("mla"):
+        queries = d * dq + dq * h * (hd + dr) if dq else d * h * (hd + dr)
+        projections = queries + d * (dc + dr) + h * hd * d  # P: all but W_uk and W_uv
+        weights = projections + 2 * h * hd * dc
+        if kind == "mla":  # N keys and values from the latent, attend at width hd (+ dr)
+            return 2 * projections + 4 * N * dc * h * hd + 2 * h * N * (2 * hd + dr), weights, N * (dc + dr)
+        if kind == "mla_kv_cache":  # the new token's key and value once, attend at width hd (+ dr)
+            return 2 * projections + 4 * h * hd * dc + 2 * h * N * (2 * hd + dr), weights, N * h * (2 * hd + dr)
+        # q @ W_uk and W_uv after the weighting, once; attend at width dc (+ dr)
+        return 2 * projections + 4 * h * hd * dc + 2 * h * N * (2 * dc + dr), weights, N * (dc + dr)
     weights = 4 * d * h * hd  # W_q, W_k, W_v, W_o
     if kind == "linear":  # write phi(k) v^T, read phi(q) S and phi(q) . z
         return 2 * weights + 4 * h * hd * hd + 2 * h * hd, weights, h * hd * hd + h * hd
     return 2 * weights + 6 * h * hd * hd, weights, h * hd * hd  # read S k, write, read S q
+
+
+def sparse_decode_step(x_new, w, cache, topk, heads):
+    """One generated token (b, 1, d) through a layer of `heads` heads that attends only to the
+    topk keys its indexer ranks highest (ties: the earliest). w: dict of w_q, w_k, w_v, w_o (d, d),
+    w_qi (H * dI, d), w_ki (dI, d), w_wi (H, d); cache: (keys, values, indexer keys) of the earlier
+    tokens, or None. Returns the (b, 1, d) output and the cache with the new token in it."""
+    b = x_new.shape[0]
+    q, k, v = (split_heads(x_new @ w[m].T, heads) for m in ("w_q", "w_k", "w_v"))  # (b, h, 1, hd) each
+    index_keys = x_new @ w["w_ki"].T  # (b, 1, dI)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (b, h, N, hd) each
+        index_keys = torch.cat([cache[2], index_keys], dim=1)  # (b, N, dI)
+    q_index = (x_new @ w["w_qi"].T).view(b, 1, w["w_wi"].shape[0], -1)  # (b, 1, H, dI)
+    scores = lightning_index(q_index, index_keys, x_new @ w["w_wi"].T)  # (b, 1, N)
+    chosen = scores.sort(dim=-1, descending=True, stable=True).indices[:, 0, :topk]  # (b, min(topk, N))
+    rows = torch.arange(b, device=x_new.device)[:, None]  # (b, 1)
+    k_kept, v_kept = (t.transpose(1, 2)[rows, chosen].transpose(1, 2) for t in (k, v))  # (b, h, min(topk, N), hd) each
+    every = torch.ones(1, chosen.shape[1], dtype=torch.bool, device=x_new.device)  # (1, min(topk, N))
+    return merge_heads(attend(q, k_kept, v_kept, every)) @ w["w_o"].T, (k, v, index_keys)
+
+
+def mla_keys_cached(x, w, cache=None):
+    """MLA that computes each token's key and value once and caches them, the rotary part in the
+    keys (as DeepSeek-V3's attn_impl="naive" does): returns (out, (keys, values)), the keys
+    (b, h, N, hd + dr), the values (b, h, N, hd)."""
+    b, n, _ = x.shape
+    h, dr = w.heads, w.rope_dim
+    start = 0 if cache is None else cache[0].shape[2]
+    positions = torch.arange(start, start + n, device=x.device)  # (n,)
+    latent = x @ w.w_dkv.T  # (b, n, dc)
+    rope_keys = apply_rope(x @ w.w_kr.T, positions)[:, None].expand(b, h, n, dr)  # (b, h, n, dr): one for all heads
+    k = torch.cat([split_heads(latent @ w.w_uk.T, h), rope_keys], dim=-1)  # (b, h, n, hd + dr)
+    v = split_heads(latent @ w.w_uv.T, h)  # (b, h, n, hd)
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (b, h, N, hd + dr), (b, h, N, hd)
+    q_rope = apply_rope(split_heads(x @ w.w_qr.T, h), positions)  # (b, h, n, dr)
+    q = torch.cat([split_heads(x @ w.w_q.T, h), q_rope], dim=-1)  # (b, h, n, hd + dr)
+    allowed = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)  # (n, N)
+    return merge_heads(attend(q, k, v, allowed)) @ w.w_o.T, (k, v)

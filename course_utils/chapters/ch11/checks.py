@@ -1,98 +1,89 @@
-"""Self-checks for chapter 11: the KV-cache byte count, MLA with a latent cache, its absorbed form,
-linear attention as a recurrence and chunk by chunk, the gated delta rule.
-
-Each reference below is one small function whose keyword switches default to the right
-computation; every other switch value reproduces a catalogued mistake (``mistakes.txt`` beside this
-file), so a wrong answer is named by finding the switch that reproduces it on every case.
-"""
+"""Chapter 11's self-checks (sparse attention and KV sharing: sparse_shared.py). Each reference's
+switches default to the right computation, each other value reproduces a mistake of mistakes.txt."""
 
 from __future__ import annotations
 
 import math
+import numbers
 from functools import partial
+from itertools import combinations
 
 import torch
 import torch.nn.functional as F
 
 from course_utils.checks import _engine as E
 
-from .sparse_shared import check_shared_kv_forward, check_sparse_attention
+from . import sparse_shared
+from .probes import backward, call, f64, finite_when_large, keeps_float64, replay, variants
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the exercises are the caches,
-# MLA, the recurrences, the top-k choice and the cache map, not the weighting itself
+check_sparse_attention = sparse_shared.check_sparse_attention  # and its helpers' home
+check_shared_kv_forward = sparse_shared.check_shared_kv_forward
+
+# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the weighting is no exercise here
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
-
-
-def _variants(reference, bugs, *args):
-    """The (mistake id, recompute) pairs ``c.compare`` takes: for each ``(id, switch)`` of
-    ``bugs``, the output ``reference(*args, **switch)[0]``."""
-    return [(bug, lambda s=s: reference(*args, **s)[0]) for bug, s in bugs]
-
-
-def _pair(c: E.Check, got, bug: str):
-    """``got`` when it is a pair (a tuple or list of two), else the mistake ``bug``."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise c.bug(bug, got=E.shown(got))
-    return got
-
-
-def _float64(t: torch.Tensor) -> torch.Tensor:
-    """A student's tensor detached, on the CPU and in float64, to compare with a reference."""
-    return t.detach().cpu().double()
 
 
 # --------------------------------------------------------------------------- kv_cache_bytes
 def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, **slip) -> int:
-    """Bytes of ``batch`` caches of ``context`` tokens; a switch of BYTES_BUGS reproduces a slip."""
-    on = slip.get
-    caches = layout.layers // (1 if on("no_sharing") else layout.layers_per_cache)
-    if layout.latent_dim:
-        per_token = layout.latent_dim + (0 if on("no_rope_key") else layout.rope_dim)
-        per_token *= 2 if on("latent_twice") else 1
-        per_token *= layout.kv_heads if on("latent_per_head") else 1
-    else:
-        per_token = (1 if on("keys_only") else 2) * layout.kv_heads * layout.head_dim
-    windowed = caches if on("window_all") else min(layout.windowed_caches, caches)
-    held = context if (on("no_window") or not layout.window) else min(context, layout.window)
-    tokens = windowed * held + (caches - windowed) * context
-    return (1 if on("one_text") else batch) * tokens * per_token * bytes_per_value
+    """Bytes of ``batch`` caches of ``context`` tokens; a switch of SLIPS reproduces a slip."""
+    on, lay = slip.get, layout
+    caches = lay.layers // (1 if on("sharing_ignored") else lay.layers_per_cache)
+    per_token = (1 if on("values_forgotten") else 2) * lay.kv_heads * lay.head_dim
+    if lay.latent_dim and not on("latent_ignored"):
+        per_token = lay.latent_dim + (0 if on("rope_key_forgotten") else lay.rope_dim)
+        per_token *= 2 if on("latent_twice") else lay.kv_heads if on("latent_per_head") else 1
+    windowed = caches if on("window_everywhere") else min(lay.windowed_caches, caches)
+    held = context if (on("window_ignored") or not lay.window) else min(context, lay.window)
+    held = 0 if on("windowed_dropped") else held
+    return batch * (windowed * held + (caches - windowed) * context) * per_token * bytes_per_value
 
 
-BYTES_BUGS = (
-    ("kv_values_forgotten", {"keys_only": True}),
-    ("kv_window_ignored", {"no_window": True}),
-    ("kv_window_everywhere", {"window_all": True}),
-    ("kv_latent_per_head", {"latent_per_head": True}),
-    ("kv_latent_twice", {"latent_twice": True}),
-    ("kv_rope_key_forgotten", {"no_rope_key": True}),
-    ("kv_sharing_ignored", {"no_sharing": True}),
-    ("kv_batch_ignored", {"one_text": True}),
-)
+SLIPS = "values_forgotten window_ignored window_everywhere latent_ignored latent_per_head"
+SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored windowed_dropped".split()
+# FACTORS, mistake: (layers, kv heads of 8, batch, bytes, how many times the count of (4, 2, 1, 1) it
+# then gives, 10 tokens; the right count grows 2, 3, 3 and 4 times)
+FACTORS = {"kv_heads_squared": (4, 4, 1, 1, 4), "kv_layers_ignored": (12, 2, 1, 1, 1)}
+FACTORS |= {"kv_batch_ignored": (4, 2, 3, 1, 1), "kv_bytes_per_value_ignored": (4, 2, 1, 4, 1)}
 
 
 def _byte_cases():
-    """(layout name, layout, context, batch, bytes_per_value): every published layout, a shared
-    and a shared-and-windowed one, contexts inside and beyond the windows."""
-    chapter = E.chapters()
-    layouts = dict(chapter.PUBLISHED)
-    layouts["12 layers, pairs share"] = chapter.KVLayout(12, 4, 64, layers_per_cache=2)
-    layouts["12 layers, pairs share, windows"] = chapter.KVLayout(
-        12, 4, 64, window=256, windowed_caches=4, layers_per_cache=2
-    )
-    layouts["MLA, 4 kv heads, shared"] = chapter.KVLayout(
-        8, 4, 32, latent_dim=48, rope_dim=16, layers_per_cache=4
-    )
+    """(name, layout, context, batch, bytes_per_value): the published layouts, shared ones, a latent."""
+    KV = E.chapters().KVLayout
+    layouts = dict(E.chapters().PUBLISHED)
+    layouts["12 layers, pairs share"] = KV(12, 4, 64, layers_per_cache=2)
+    layouts["12 layers, pairs share, windows"] = KV(12, 4, 64, 256, 4, layers_per_cache=2)
+    layouts["MLA, shared"] = KV(8, 4, 32, latent_dim=48, rope_dim=16, layers_per_cache=4)
     contexts = ((1, 1, 2), (300, 3, 2), (5_000, 2, 1), (131_072, 4, 4))
     return [(name, lay, *c) for name, lay in layouts.items() for c in contexts]
 
 
-def _count(c: E.Check, got, what: str) -> int:
-    """``got`` as an int if it is a whole int, float or one-element tensor, else kv_not_a_count."""
-    number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
-    if isinstance(number, (int, float)) and not isinstance(number, bool):
-        if float(number).is_integer():
-            return int(number)
-    raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
+def _count(c: E.Check, fn, label, layout, context, batch, size):
+    """(the call in words, fn's count as an int): an int, a NumPy integer or a one-number integer
+    tensor; anything else (None, text, NaN or infinity, a fraction, a float) is named."""
+    what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
+    got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
+    n = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    if isinstance(n, bool) or not isinstance(n, numbers.Real):
+        raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
+    if isinstance(n, numbers.Integral):
+        return what, int(n)
+    bug = "kv_not_finite" if not math.isfinite(n) else "kv_in_gib" if n % 1 else "kv_not_an_int"
+    raise c.bug(bug, what=what, got=E.shown(got))
+
+
+def _explained(lay, context, batch, size) -> str:
+    """The right count and its factors, in words."""
+    caches, w = lay.layers // lay.layers_per_cache, lay.windowed_caches
+    per = lay.latent_dim + lay.rope_dim if lay.latent_dim else 2 * lay.kv_heads * lay.head_dim
+    many = lambda n, word: f"{n:,} {word}{'s' * (n != 1)}"
+    held = [f"{many(w, 'windowed cache')} x {many(min(context, lay.window or context), 'token')}"]
+    held = held * bool(w) + [f"{many(caches - w, 'cache')} x {many(context, 'token')}"] * (
+        caches > w
+    )
+    return (
+        f"{cache_bytes(lay, context, batch, size):,} = {batch} x ({' + '.join(held)}) x "
+        f"{per:,} numbers per token x {many(size, 'byte')}"
+    )
 
 
 def check_kv_cache_bytes(fn) -> None:
@@ -101,18 +92,30 @@ def check_kv_cache_bytes(fn) -> None:
     c = E.Check("check_kv_cache_bytes")
     c.ensure_callable(fn, "a function kv_cache_bytes(layout, context, batch=1, bytes_per_value=2)")
     with E.isolated():
-        answers = []  # (the call, the student's count, the arguments of cache_bytes)
-        for label, *case in _byte_cases():
-            layout, context, batch, size = case
-            what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
-            got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
-            answers.append((what, _count(c, got, what), case))
-    wrong = [(what, number, case) for what, number, case in answers if number != cache_bytes(*case)]
-    if wrong:  # named by the slip that reproduces every answer, if one does
-        slips = (b for b, s in BYTES_BUGS if all(n == cache_bytes(*a, **s) for _, n, a in answers))
-        what, number, case = wrong[0]
-        expected = f"For {what}: got {number:,}, expected {cache_bytes(*case):,}."
-        raise c.bug(next(slips, "kv_count_wrong"), expected)
+        answers = [(*_count(c, fn, *case), case[1:]) for case in _byte_cases()]
+        wrong = [(what, n, case) for what, n, case in answers if n != cache_bytes(*case)]
+        if wrong:  # wrapped at 2**32; factors that change nothing; else slips that explain them all
+            what, n, case = wrong[0]
+            expected = f"For {what}: got {n:,}, expected {_explained(*case)}."
+            if all((n - cache_bytes(*case)) % 2**32 == 0 for _, n, case in wrong):
+                raise c.bug("kv_int32_overflow", expected)
+            KV = E.chapters().KVLayout
+            probe = lambda L, h, *rest: _count(
+                c, fn, f"{L} layers, {h} kv heads of 8", KV(L, h, 8), 10, *rest
+            )
+            (base, n0), found = probe(4, 2, 1, 1), []
+            for bug, (*args, factor) in FACTORS.items():
+                other, n1 = probe(*args)
+                if n0 and n1 == n0 * factor:
+                    found.append((bug, f"{base} gave {n0:,}, {other} {n1:,}."))
+            if found:  # the first named; any other said before it
+                also = [E.MISTAKES[bug].diagnosis for bug, _ in found[1:]]
+                raise c.bug(found[0][0], "\n".join([" ".join(t for _, t in found), *also]))
+            fits = lambda co: all(
+                n == cache_bytes(*a, **dict.fromkeys(co, 1)) for _, n, a in answers
+            )
+            fit = [co[0] for r in (1, 2, 3) for co in combinations(SLIPS, r) if fits(co)]
+            raise c.bug(f"kv_{fit[0]}" if fit else "kv_count_wrong", expected)
     c.passed(
         f"right on {len(answers)} cases: the six published layouts, sharing, "
         "windows and a latent, at contexts from 1 to 131,072 tokens",
@@ -121,45 +124,58 @@ def check_kv_cache_bytes(fn) -> None:
 
 # --------------------------------------------------------------------------- MLA
 def mla_reference(x, w, cache=None, **slip):
-    """MLA in float64 on the CPU, naive form, returning (out, (latent, rope_keys)).
-
-    swap: keys from w_uv and values from w_uk (the absorbed query took the value side);
-    transposed: each head's (hd, dc) block read as w.view(h, dc, hd), i.e. the wrong side of W;
-    scale_without_rope, restart, top_left, no_rope: see MLA_BUGS (all off unless given)."""
-    on = slip.get
-    rope = E.chapters().apply_rope
-    x = _float64(x)
-    b, n, _ = x.shape
-    h, hd, dr = w.heads, w.head_dim, w.rope_dim
-    W = {name: _float64(t) for name, t in vars(w).items() if name.startswith("w_")}
-    start = 0 if cache is None else cache[0].shape[1]
-    positions = torch.arange(n) + (0 if on("restart") else start)  # (n,)
-    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
+    """MLA in float64 on the CPU, keys and values rebuilt from the latent: (out, (latent, rope_keys))."""
+    on, ch = slip.get, E.chapters()
+    x, W = f64(x), {name: f64(t) for name, t in vars(w).items() if name.startswith("w_")}
+    (b, n, d), h, hd, dr, dc = x.shape, w.heads, w.head_dim, w.rope_dim, W["w_dkv"].shape[0]
+    base = 10_000.0 ** (dr / hd if on("rope_width") else 1)  # rope_width: an hd-wide head's
+    rope = partial(ch.apply_rope_interleaved if on("interleaved") else ch.apply_rope, base=base)
+    positions = torch.arange(n) + (0 if cache is None or on("restart") else cache[0].shape[1])
+    k_at, q_at = positions * (not on("over_heads")), positions + n * bool(on("shift"))
+    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, k_at)  # (b, n, dc), (b, n, dr)
     if cache is not None:
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
-    N, dc = latent.shape[1:]
-    w_k, w_v = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
-    blocks = [m.view(h, dc, hd) if on("transposed") else m.view(h, hd, dc).mT for m in (w_k, w_v)]
-    k, v = (latent[:, None] @ block for block in blocks)  # (b, h, N, hd) each
+    N = latent.shape[1]
+    keys = rope(rope_keys, torch.arange(N)) if on("rerotate") else rope_keys  # rotated twice
+    views = {"T": lambda m: m.view(h, dc, hd).mT, "flat": lambda m: m.T.reshape(h, dc, hd).mT}
+    views["heads_last"] = lambda m: m.view(hd, h, dc).transpose(0, 1)  # each (h, hd, dc)
+    ups = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
+    ups = [views.get(on(side), lambda m: m.view(h, hd, dc))(m) for side, m in zip("kv", ups)]
+    k, v = (latent[:, None] @ m.mT for m in ups)  # (b, h, N, hd) each
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
-    q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
-    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
-    scores = scores / math.sqrt(hd if on("scale_without_rope") else hd + dr)
-    first = 0 if on("top_left") else N - n
+    q_rope = (x @ W["w_qr"].T).view(b, n, h, dr)  # over_heads: turned by the head's index
+    q_rope = rope(q_rope, torch.arange(h)) if on("over_heads") else q_rope
+    q_rope = q_rope.transpose(1, 2) if on("over_heads") else rope(q_rope.transpose(1, 2), q_at)
+    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ keys[:, None].mT)  # (b, h, n, N)
+    width = {"hd": hd, "latent": dc + dr, "model": d // h}.get(on("scale"), hd + dr)
+    first = 0 if on("mask") == "top_left" else N - n
     allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
-    weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)
+    if on("mask") == "none" or (on("mask") == "prefill" and cache is not None):
+        allowed = torch.ones(n, N, dtype=torch.bool)
+    weights = torch.softmax((scores / math.sqrt(width)).masked_fill(~allowed, -torch.inf), dim=-1)
     out = (weights @ v).transpose(1, 2).reshape(b, n, h * hd) @ W["w_o"].T  # (b, n, d)
     return out, (latent, rope_keys)
 
 
-MLA_BUGS = (
+MLA_BUGS = [  # (mistake, switches of mla_reference): W_uk (k) or W_uv (v) cut into heads wrongly
+    *(("mla_head_blocks_transposed", {side: "T"}) for side in "kv"),
+    *(("mla_head_blocks_interleaved", {side: "heads_last"}) for side in "kv"),
+    *(("mla_weight_transposed_before_view", {side: "flat"}) for side in "kv"),
     ("mla_absorbed_wrong_side", {"swap": True}),
-    ("mla_head_blocks_transposed", {"transposed": True}),
     ("mla_rope_part_missing", {"no_rope": True}),
-    ("mla_scale_without_rope", {"scale_without_rope": True}),
+    ("mla_scale_without_rope", {"scale": "hd"}),
+    ("mla_scale_latent_width", {"scale": "latent"}),
+    ("mla_scale_model_width", {"scale": "model"}),
     ("mla_positions_restart", {"restart": True}),
-    ("mla_cache_mask_top_left", {"top_left": True}),
-)
+    ("mla_cache_mask_top_left", {"mask": "top_left"}),
+    ("mla_not_causal", {"mask": "none"}),
+    ("mla_not_causal", {"mask": "prefill"}),
+    ("mla_rope_interleaved", {"interleaved": True}),
+    ("mla_rope_frequencies_of_head_width", {"rope_width": True}),
+    ("mla_rope_keys_rotated_twice", {"rerotate": True}),
+    ("mla_rope_over_heads", {"over_heads": True}),
+    ("mla_query_positions_shifted", {"shift": True}),
+]
 # (batch, d, heads, head_dim, latent, rope_dim, seed); the second has head_dim == latent width
 MLA_CASES = ((2, 16, 4, 8, 6, 4, 1101), (1, 12, 3, 4, 4, 2, 1102), (2, 20, 2, 6, 10, 6, 1103))
 STEPS = ((0, 3), (3, 4), (4, 6), (6, 7))  # a prompt of 3, then 1, 2 and 1 new tokens
@@ -167,13 +183,11 @@ RUNS = (("", ((0, 7),)), (", run step by step (3, 1, 2, 1 tokens) with the cache
 
 
 def _steps(run, x, steps, w, **slip):
-    """``run(x_step, w, cache, **slip)`` over the (lo, hi) token ranges of ``steps`` (one pass:
-    one step), each handed the cache of the one before: the outputs joined, and the caches."""
+    """run(x_step, w, cache) over the (lo, hi) ranges of steps, each given the last step's cache."""
     cache, outs, caches = None, [], []
     for lo, hi in steps:
         out, cache = run(x[:, lo:hi], w, cache, **slip)
-        outs.append(out)
-        caches.append(cache)
+        outs, caches = [*outs, out], [*caches, cache]
     return torch.cat(outs, dim=1), caches
 
 
@@ -183,13 +197,25 @@ def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
     lat, r = cache if isinstance(cache, (tuple, list)) and len(cache) == 2 else (None, None)
     if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
         if lat.dim() == 4 or lat.shape[-1] in (h * hd, 2 * h * hd) or lat.shape[-1] == hd != dc:
-            shape = tuple(lat.shape)
-            raise c.bug("mla_cache_after_up_projection", f"After {what}:", shape=shape, dc=dc)
+            raise c.bug("mla_cache_after_up_projection", what, shape=(*lat.shape,), dc=dc)
         if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
-            if not E.same(_float64(lat), latent, atol=1e-4):
-                raise c.bug("mla_cache_not_latent", f"After {what}:")
+            if not E.same(f64(lat), latent, atol=1e-4):
+                raise c.bug("mla_cache_not_latent", what)
             return
-    raise c.bug("mla_cache_shape", f"After {what}:", got=E.shown(cache), b=b, N=N, dc=dc, dr=dr)
+    raise c.bug("mla_cache_shape", what, got=E.shown(cache), b=b, N=N, dc=dc, dr=dr)
+
+
+def _builds_no_keys(c: E.Check, fn) -> None:
+    """A cached step of 1 token after 12, its torch calls watched (observed, not changed): no result
+    may hold keys or values, an axis of 13 beside one of hd, hd + dr, h * hd, h * (hd + dr)."""
+    w, x = E.chapters().mla_weights(16, 2, 5, 6, 2, seed=1104), E.randn(1, 13, 16, seed=1105)
+    cache = tuple(t.float() for t in mla_reference(x[:, :12], w)[1])
+    what = "mla_absorbed(x, w, cache) for 1 token after 12 cached, 2 heads of 5, latent 6, rope 2"
+    with E.Watch() as watch:
+        c.call(fn, x[:, 12:], w, cache, what=what)
+    built = [s for s in watch.shapes if 13 in s and {5, 7, 10, 14} & set(s)]
+    if built:
+        raise c.bug("mla_absorbed_builds_keys", f"For {what}:", shape=built[0])
 
 
 def _check_mla(c: E.Check, fn, form: str) -> None:
@@ -197,8 +223,8 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
     c.ensure_callable(fn, f"a function {form}(x, w, cache=None)")
 
     def student(x_step, w, cache):
-        got = c.call_pure(fn, (x_step,), w, cache, what=f"{form}(x, w, cache)")
-        _pair(c, got, "mla_not_a_pair")
+        what = f"{form}(x, w, cache)"
+        got = call(c, fn, (x_step, w, cache), ("x", "w", "cache"), what, pair="mla_not_a_pair")
         c.expect_tensor_output(got[0], f"{form}'s output", tuple(x_step.shape))
         return got
 
@@ -206,25 +232,32 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
         for b, d, h, hd, dc, dr, seed in MLA_CASES:
             w = E.chapters().mla_weights(d, h, hd, dc, dr, seed=seed)
             x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
-            what = f"{form}(x, w) on {b} x 7 tokens, d={d}, {h} heads of {hd}"
-            what += f", latent {dc}, rope {dr}"
+            what = f"{form}(x, w) on {b} x 7 tokens, {h} heads of {hd}, latent {dc}, rope {dr}"
             ref, (latent, _) = mla_reference(x, w)
             for how, steps in RUNS:  # in one pass, then step by step: the caches, then the output
                 out, caches = _steps(student, x, steps, w)
                 for (lo, hi), cache in zip(steps, caches):
                     after = f"the step with tokens {lo} to {hi - 1}" if how else what
-                    _check_cache(c, cache, after, w, latent[:, :hi])
-                variants = _variants(partial(_steps, mla_reference), MLA_BUGS, x, steps, w)
-                c.compare(_float64(out), ref, f"For {what}{how}:", variants, atol=1e-4)
-            # the last step again, with x, every weight of w and the cache as if on another device
-            # (the tensors given are placed themselves: the call takes them from w and the cache)
-            last, weights = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
-            where = f"For {what}, with x, w and the cache on another device:"
-            step = lambda *placed: fn(last, w, tuple(cache))  # noqa: E731
-            E.probe_device(c, None, [last, *cache, *weights], where, fn=step)
+                    _check_cache(c, cache, f"After {after}:", w, latent[:, :hi])
+                wrong = variants(partial(_steps, mla_reference), MLA_BUGS, x, steps, w, pairs=True)
+                c.compare(f64(out), ref, f"For {what}{how}:", wrong, atol=1e-4)
+            again = f"{form}(x, w, cache) on token 3 again, handed the cache of tokens 0 to 2"
+            replay(c, fn, (x[:, 3:4], w, caches[0]), ref[:, 3:4], again)
+            # the last step again as if x, every weight of w and the cache were on another device
+            last, placed = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
+            step = lambda *placed: fn(last, w, tuple(cache))  # the tensors given are placed
+            E.probe_device(
+                c, None, [last, *cache, *placed], f"For {what}, on another device:", fn=step
+            )
+        backward(c, fn, (x, w, None), ("x", "w", "cache"), ("x", "w"), what, mla_reference)
+        keeps_float64(c, fn, (x, w), what)
+        finite_when_large(c, fn, (30 * x, w), f"{what}, x times 30")
+        if form == "mla_absorbed":
+            _builds_no_keys(c, fn)
+    built = ", building no key or value of width hd" if form == "mla_absorbed" else ""
     c.passed(
         f"equals MLA on {len(MLA_CASES)} shapes in one pass and step by step with its cache "
-        "(3, 1, 2, 1 tokens), and caches the latent",
+        f"(3, 1, 2, 1 tokens), and caches the latent{built}",
     )
 
 
@@ -235,141 +268,145 @@ def check_mla_attention(fn) -> None:
 
 
 def check_mla_absorbed(fn) -> None:
-    """Check ``mla_absorbed(x, w, cache=None)``: the same outputs and cache as MLA."""
+    """Check ``mla_absorbed(x, w, cache=None)``: MLA's outputs and cache, no key or value built."""
     __tracebackhide__ = True
     _check_mla(E.Check("check_mla_absorbed"), fn, "mla_absorbed")
 
 
 # --------------------------------------------------------------------------- linear attention
 def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
-    """Causal linear attention in float64 on the CPU, chunk by chunk (chunk None: one token per
-    chunk, the recurrence), returning (out, (S, z)); switches reproduce LINEAR_BUGS, CHUNK_BUGS."""
+    """Causal linear attention in float64 chunk by chunk (chunk None: the recurrence): (out, (S, z))."""
     on = slip.get
-    fq, fk = (F.elu(_float64(t)) + 1 for t in (q, k))
-    v = _float64(v)
+    phi = {"none": lambda t: t, "relu": F.relu}.get(on("phi"), lambda t: F.elu(t) + 1)
+    fq, fk, v = phi(f64(q)) * q.shape[-1] ** (-0.5 if on("q_scale") else 0), phi(f64(k)), f64(v)
     b, h, n, dk = fq.shape
     S, z = (torch.zeros(b, h, dk, v.shape[-1]), torch.zeros(b, h, dk)) if state is None else state
-    S, z, outs, c = S.double(), z.double(), [], chunk or 1
+    S, z, outs, c = S.double(), z.double() * (0 if on("z_restart") else 1), [], chunk or 1
     for lo in range(0, n, c):
         hi = min(lo + c, n)
+        if on("drop_last") and hi - lo < c:  # the last, shorter chunk left out (zeros)
+            outs.append(torch.zeros(b, h, hi - lo, v.shape[-1]))
+            break
         cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
-        scores = cq @ ck.mT  # (b, h, c, c); state_first: all of the chunk, as if in the state
-        if not on("state_first"):
-            scores = scores.tril(-1 if on("strict") or on("before") else 0)
-        top = scores @ cv + cq @ S
-        normaliser = scores.sum(-1, keepdim=True) + cq @ z[..., None]  # (b, h, c, 1)
-        outs.append(top if on("no_norm") else top / normaliser)
+        scores = (cq @ ck.mT).tril(-1 if on("strict") or on("before") else 0)  # (b, h, c, c)
+        scores = 0 * scores if on("first") == "all" else scores  # first: the chunk in the state
+        S_read = S + ck.mT @ cv if on("first") else S  # before the chunk's outputs are read
+        z_read = z + ck.sum(2) if on("first") in ("both", "all") else z
+        normaliser = scores.sum(-1, keepdim=True) + cq @ z_read[..., None]  # (b, h, c, 1)
+        top = scores @ cv + cq @ S_read
+        if on("per_feature"):  # each row of the state divided by its entry of z (chunks of 1)
+            top, normaliser = cq @ ((S + ck.mT @ cv) / (z + ck.sum(2))[..., None]), 1
+        outs.append(top if on("no_norm") else top * normaliser if on("times") else top / normaliser)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
 
 
 def delta_reference(q, k, v, alpha, beta, state=None, **slip):
-    """Gated DeltaNet's recurrence in float64 on the CPU; returns (out, S), S (b, h, dv, dk).
-    Switches (False unless given) reproduce DELTA_BUGS."""
+    """Gated DeltaNet's recurrence in float64 on the CPU: (out, S), the memory S (b, h, dv, dk)."""
     on = slip.get
-    q, k, v, alpha, beta = (_float64(t) for t in (q, k, v, alpha, beta))
+    q, k, v, alpha, beta = (f64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
+    q, alpha = q * dk ** (-0.5 if on("q_scale") else 0), alpha.exp() if on("exp_gate") else alpha
     S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
     outs = []
     for t in range(n):
         kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
         a = 1.0 if on("no_gate") else alpha[:, :, t, None, None]
-        read = S
-        decayed = S if on("gate_on_write") else a * S
+        read, decayed = S, S if on("gate_on_write") else a * S
         error = vt - ((S if on("erase_ungated") else decayed) @ kt[..., None]).squeeze(-1)
-        write = vt if on("no_erase") else error
-        outer = write[..., None] * kt[..., None, :]  # (b, h, dv, dk)
+        outer = (vt if on("no_erase") else error)[..., None] * kt[..., None, :]  # (b, h, dv, dk)
         outer = outer.mT if on("transposed") else outer
         S = a * (S + bt * outer) if on("gate_on_write") else decayed + bt * outer
         outs.append(((read if on("before") else S) @ q[:, :, t, :, None]).squeeze(-1))
     return torch.stack(outs, 2), S
 
 
-LINEAR_BUGS = (
+CHUNK_BUGS = [  # the recurrence's (LINEAR_BUGS) are its first five and its own slips
     ("linear_no_normaliser", {"no_norm": True}),
-    ("linear_reads_before_write", {"before": True}),
-)
-CHUNK_BUGS = (
-    ("linear_no_normaliser", {"no_norm": True}),
+    ("linear_no_normaliser", {"no_norm": True, "q_scale": True}),
+    ("linear_feature_map_wrong", {"phi": "none"}),
+    ("linear_feature_map_wrong", {"phi": "relu"}),
+    ("linear_normaliser_multiplied", {"times": True}),
     ("chunk_diagonal_dropped", {"strict": True}),
-    ("chunk_state_includes_chunk", {"state_first": True}),
+    *(("chunk_state_includes_chunk", {"first": first}) for first in ("all", "both", "S")),
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),
-)
-DELTA_BUGS = (
-    ("delta_gate_on_write", {"gate_on_write": True}),
-    ("delta_erase_ungated", {"erase_ungated": True}),
-    ("delta_no_erase", {"no_erase": True}),
-    ("delta_reads_before_write", {"before": True}),
-    ("delta_outer_transposed", {"transposed": True}),
-    ("delta_gate_ignored", {"no_gate": True}),
-)
+    ("chunk_last_partial", {"drop_last": True}),
+]
+LINEAR_BUGS = [*CHUNK_BUGS[:5], ("linear_reads_before_write", {"before": True})]
+LINEAR_BUGS += [("linear_normaliser_per_feature", {"per_feature": 1})]
+LINEAR_BUGS += [("linear_normaliser_restarts", {"z_restart": 1})]
+DELTA = "gate_on_write erase_ungated no_erase reads_before_write:before outer_transposed:transposed"
+DELTA += " gate_ignored:no_gate query_scaled:q_scale gate_exponentiated:exp_gate"  # id:switch
+DELTA_BUGS = [(f"delta_{b.split(':')[0]}", {b.split(":")[-1]: True}) for b in DELTA.split()]
 # (b, h, n, dk, dv, seed); the first has dk == dv, so that a transposed state runs and is named
 RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2, 1202))
 
 
 def _inputs(b, h, n, dk, dv, seed, delta=False):
     q, k, v = (E.randn(b, h, n, w, seed=seed + i) for i, w in enumerate((dk, dk, dv)))
-    if not delta:
-        return (q, k, v)
-    k = k / k.norm(dim=-1, keepdim=True)  # unit-length keys
-    gates = torch.rand(2, b, h, n, generator=E.generator(seed + 3))
-    return (q, k, v, 0.5 + 0.5 * gates[0], gates[1])  # alpha in (0.5, 1), beta in (0, 1)
+    gates = torch.rand(
+        2, b, h, n, generator=E.generator(seed + 3)
+    )  # alpha in (0.5, 1), beta (0, 1)
+    unit = k / k.norm(dim=-1, keepdim=True)  # the delta rule's keys have unit length
+    return (q, unit, v, 0.5 + gates[0] / 2, gates[1]) if delta else (q, k, v)
 
 
-def _check_recurrence(fn, form, reference, bugs, delta=False):
+def _check_recurrence(fn, name, reference, bugs, delta=False):
     __tracebackhide__ = True
-    c = E.Check("check_" + form.split("(")[0])
+    c, names = E.Check(f"check_{name}"), ("q", "k", "v", "alpha", "beta")[: 5 if delta else 3]
+    form = f"{name}({', '.join(names)}, state=None)"
     c.ensure_callable(fn, f"a function {form}")
+    names += ("state",)
+    run = lambda args, what: call(c, fn, args, names, what, pair="recurrence_not_a_pair")
     with E.isolated():
         for b, h, n, dk, dv, seed in RECURRENT_CASES:
-            inputs = _inputs(b, h, n, dk, dv, seed, delta)
+            inputs, split = _inputs(b, h, n, dk, dv, seed, delta), n // 2
             what = f"{form} with b={b}, h={h}, {n} tokens, dk={dk}, dv={dv}"
-            got = _pair(c, c.call_pure(fn, inputs, what=what), "recurrence_not_a_pair")
-            out = _float64(c.expect_tensor_output(got[0], what, (b, h, n, dv)))
+            got = run(inputs, what)
+            out = f64(c.expect_tensor_output(got[0], what, (b, h, n, dv)))
             again = f"{form} on two different batches, each with state=None"
-            c.call_pure(fn, tuple(t.flip(2) for t in inputs), what=again)  # another batch
-            if not E.same(_float64(c.call_pure(fn, inputs, what=again)[0]), out, atol=1e-6):
+            run(tuple(t.flip(2) for t in inputs), again)  # another batch
+            if not E.same(f64(run(inputs, again)[0]), out, atol=1e-6):
                 raise c.bug("recurrence_state_not_reset", f"For {again}:")
             expected, state = reference(*inputs)
-            c.compare(out, expected, f"For {what}:", _variants(reference, bugs, *inputs))
+            c.compare(out, expected, f"For {what}:", variants(reference, bugs, *inputs, pairs=True))
             mine = got[1] if isinstance(got[1], (tuple, list)) else [got[1]]
             refs = state if isinstance(state, tuple) else (state,)
-            matches = [E.same(m, r, atol=1e-5) for m, r in zip(mine, refs)]  # False: not a tensor
-            if len(mine) != len(refs) or not all(matches):
-                shapes = [tuple(r.shape) for r in refs]
-                raise c.bug("recurrence_state_wrong", f"After {what}:", expected=shapes)
-            _check_state_handed_on(c, fn, form, inputs, reference, bugs, split=n // 2)
+            same = lambda m, r: isinstance(m, torch.Tensor) and E.same(f64(m), r, atol=1e-5)
+            if len(mine) != len(refs) or not all(map(same, mine, refs)):
+                swapped = [m.mT if torch.is_tensor(m) and m.dim() == 4 else m for m in mine]
+                flipped = len(mine) == len(refs) and all(map(same, swapped, refs))
+                bug = "recurrence_state_transposed" if flipped else "recurrence_state_wrong"
+                raise c.bug(bug, f"After {what}:", expected=[tuple(r.shape) for r in refs])
+            # the text in two calls, the second from the first's state (which it must not change)
+            head = tuple(t[:, :, :split] for t in inputs)
+            tail = tuple(t[:, :, split:] for t in inputs)
+            state = run(head, f"{form} on the first {split} tokens")[1]
+            then = f"{form} on the remaining tokens with the state of the first {split}"
+            in_two = lambda **s: reference(*tail, reference(*head, **s)[1], **s)
+            ignored = ("recurrence_state_ignored", lambda: reference(*tail)[0])
+            continued = f64(run((*tail, state), then)[0])
+            c.compare(continued, in_two()[0], f"For {then}:", [ignored, *variants(in_two, bugs)])
+            backward(c, fn, inputs, names, names[:-1], what, reference)
+            keeps_float64(c, fn, inputs, what)
             E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
     c.passed(
-        f"right on {len(RECURRENT_CASES)} shapes, continues from a given state and keeps none between calls",
+        f"right on {len(RECURRENT_CASES)} shapes, continues from a given state without changing it "
+        "and keeps none between calls",
     )
-
-
-def _check_state_handed_on(c: E.Check, fn, form, inputs, reference, bugs, split):
-    """The texts in two calls, the second continuing from the state the first returned."""
-    __tracebackhide__ = True
-    head, tail = tuple(t[:, :, :split] for t in inputs), tuple(t[:, :, split:] for t in inputs)
-    _, state = c.call_pure(fn, head, what=f"{form} on the first {split} tokens")
-    what = f"{form} on the remaining tokens with the state of the first {split}"
-    got = _float64(c.call(fn, *tail, state, what=what)[0])
-    in_two = lambda **s: reference(*tail, reference(*head, **s)[1], **s)  # noqa: E731
-    variants = [("recurrence_state_ignored", lambda: reference(*tail)[0]), *_variants(in_two, bugs)]
-    c.compare(got, in_two()[0], f"For {what}:", variants)
 
 
 def check_linear_attention_recurrent(fn) -> None:
     """Check ``linear_attention_recurrent(q, k, v, state=None) -> (out, (S, z))``."""
     __tracebackhide__ = True
-    form = "linear_attention_recurrent(q, k, v, state=None)"
-    _check_recurrence(fn, form, linear_reference, LINEAR_BUGS)
+    _check_recurrence(fn, "linear_attention_recurrent", linear_reference, LINEAR_BUGS)
 
 
 def check_gated_delta_rule(fn) -> None:
     """Check ``gated_delta_rule(q, k, v, alpha, beta, state=None) -> (out, S)``."""
     __tracebackhide__ = True
-    form = "gated_delta_rule(q, k, v, alpha, beta, state=None)"
-    _check_recurrence(fn, form, delta_reference, DELTA_BUGS, delta=True)
+    _check_recurrence(fn, "gated_delta_rule", delta_reference, DELTA_BUGS, delta=True)
 
 
 def check_linear_attention_chunked(fn) -> None:
@@ -380,16 +417,21 @@ def check_linear_attention_chunked(fn) -> None:
     with E.isolated():
         q, k, v = _inputs(2, 2, 10, 4, 3, 1301)
         expected = linear_reference(q, k, v)[0]
-        for chunk in (3, 4, 1, 7, 10, 16):
+        for chunk in (5, 10, 1, 3, 4, 7, 16):  # the chunks that divide the 10 tokens first
             what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
-            got = c.call_pure(fn, (q, k, v), chunk, what=what)
-            got = _float64(c.expect_tensor_output(got, what, (2, 2, 10, 3)))
-            variants = _variants(partial(linear_reference, chunk=chunk), CHUNK_BUGS, q, k, v)
-            c.compare(got, expected, f"For {what}:", variants)
-        where = "For chunk=4, inputs on another device:"
-        E.probe_device(c, None, [q, k, v], where, fn=lambda *t: fn(*t, 4))
+            short = 10 % chunk and "chunk_last_partial"  # a crash only then: the last chunk short
+            got = call(c, fn, (q, k, v, chunk), "qkv", what, crash=short)
+            if torch.is_tensor(got) and got.dim() == 4 and got.shape[2] == 10 - 10 % chunk < 10:
+                raise c.bug("chunk_last_partial", f"For {what}:")  # the last chunk's tokens dropped
+            got, ref = f64(c.expect_tensor_output(got, what, (2, 2, 10, 3))), linear_reference
+            wrong = variants(partial(ref, chunk=chunk), CHUNK_BUGS, q, k, v, pairs=True)
+            c.compare(got, expected, f"For {what}:", wrong)
+        what, ref = "linear_attention_chunked(q, k, v, chunk=4) on 10 tokens", linear_reference
+        backward(c, fn, (q, k, v, 4), "qkv", tuple("qkv"), what, lambda *a: ref(*a[:3]))
+        keeps_float64(c, fn, (q, k, v, 4), what)
+        E.probe_device(c, None, [q, k, v], "For chunk=4, on a device:", fn=lambda *t: fn(*t, 4))
     c.passed(
-        "equals the quadratic form for chunks of 1, 3, 4, 7, 10 and 16 tokens (10 tokens in all)",
+        "equals the quadratic form for chunks of 1, 3, 4, 5, 7, 10 and 16 tokens (10 tokens in all)",
     )
 
 

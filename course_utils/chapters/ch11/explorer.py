@@ -2,44 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
 from course_utils import _explorer_parts as X
 from course_utils import plotting as P
-from course_utils.chapters import PUBLISHED, KVLayout, kv_cache_bytes
+from course_utils.chapters import MAX_CONTEXT, PUBLISHED, kv_cache_bytes, layout_variants
 from course_utils.chapters.ch09.explorer import KV_CONTEXTS
 from course_utils.plotting import explorer, handles
-from course_utils.validation import expect_int
 
-__all__ = ["KVWallView", "kv_wall_layouts", "kv_wall_data", "draw_kv_wall", "kv_wall_explorer"]
-
-QUERY_HEADS = dict(zip(PUBLISHED, (12, 32, 32, 4, 32, 128)))
-"""num_attention_heads of each published config (what MHA would give every query head)."""
+__all__ = ["KVWallView", "kv_wall_data", "draw_kv_wall", "kv_wall_explorer"]
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-
-
-def kv_wall_layouts(model: str) -> dict[str, KVLayout | None]:
-    """The model's published layout and the same shape under the other layouts (None: not possible,
-    as sharing pairs of layers in a model with an odd number of layers). Keys and values are
-    head_dim wide in the variants (DeepSeek-V3's real keys are 192 wide, its values 128)."""
-    X._one_of(model, "model", list(PUBLISHED), str)
-    base = PUBLISHED[model]
-    plain = KVLayout(base.layers, base.kv_heads, base.head_dim)
-    return {
-        "published": base,
-        "MHA": replace(plain, kv_heads=QUERY_HEADS[model]),
-        "GQA 8": replace(plain, kv_heads=min(8, QUERY_HEADS[model])),
-        "MQA": replace(plain, kv_heads=1),
-        "window 4,096": replace(plain, window=4096, windowed_caches=base.layers),
-        "2 layers per cache": replace(plain, layers_per_cache=2) if base.layers % 2 == 0 else None,
-        "MLA 512 + 64": replace(plain, latent_dim=512, rope_dim=64),
-    }
-
-
-KV_WALL_LAYOUTS = tuple(kv_wall_layouts("GPT-2 small"))  # the names of the bars, in their order
+KV_WALL_LAYOUTS = tuple(layout_variants("GPT-2 small"))  # the names of the bars, in their order
+GPU_GIB = (24, 80)  # the memory of two common accelerators, drawn as dashed lines
 
 
 @dataclass(frozen=True)
@@ -58,19 +35,20 @@ def kv_wall_data(
     model: str = "Llama 3 8B", layout: str = "published", context: int = 32_768, batch: int = 1
 ) -> KVWallView:
     """GiB of the 16-bit KV cache of ``batch`` texts of ``context`` tokens, for every layout of ``model``."""
+    X._one_of(model, "model", list(PUBLISHED), str)
     X._one_of(layout, "layout", KV_WALL_LAYOUTS, str)
-    expect_int(batch, "batch", minimum=1)
-    X._one_of(context, "context", KV_CONTEXTS)
-    X._one_of(batch, "batch", BATCHES)
+    X._one_of(context, "context", KV_CONTEXTS, int)
+    X._one_of(batch, "batch", BATCHES, int)
     gib = [
         float("nan") if lay is None else kv_cache_bytes(lay, context, batch) / 2**30
-        for lay in kv_wall_layouts(model).values()
+        for lay in layout_variants(model).values()
     ]
     return KVWallView(model, layout, context, batch, torch.tensor(gib, dtype=torch.float64))
 
 
 def draw_kv_wall(fig, view: KVWallView) -> None:
-    """Horizontal bars on a log-2 byte axis, the chosen layout highlighted."""
+    """Horizontal bars on a log-2 byte axis, the chosen layout highlighted, dashed lines at 24 and
+    80 GiB."""
     h = handles(fig)
     n = len(KV_WALL_LAYOUTS)
     if not h:
@@ -79,12 +57,15 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         h["texts"] = [
             ax.text(1.0, i, "", va="center", fontsize=8.5, animated=True) for i in range(n)
         ]
+        for gib, side in zip(GPU_GIB, ("right", "left")):  # animated: drawn over the bars
+            ax.axvline(gib, color="#333333", linestyle="--", linewidth=1, zorder=3, animated=True)
+            ax.text(gib, -0.85, f" {gib} GiB ", ha=side, va="center", fontsize=8.5)
         ax.set_xscale("log", base=2)
         ticks = [2.0**k for k in range(-10, 15, 3)]
         ax.set_xticks(ticks, [X.format_bytes(t * 2**30) for t in ticks])
         ax.set_xlim(2.0**-10, 2.0**16)
         ax.set_yticks(range(n), KV_WALL_LAYOUTS)
-        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_ylim(n - 0.5, -1.2)  # room above the bars for the lines' labels
         P.plain_axes(ax, "KV cache of the batch (16-bit)", "", axis="x")
     for i, (bar, text, gib) in enumerate(zip(h["bars"], h["texts"], view.gib.tolist())):
         known = gib == gib  # NaN: the layout is not possible for this model
@@ -93,7 +74,11 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
         label = X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
         text.set_text(label)
-    X._title(fig.axes[0], f"{view.model}, {view.batch} x {view.context:,} tokens", fontsize=9.5)
+    limit = MAX_CONTEXT[view.model]
+    beyond = f", beyond its {limit:,}-token limit" if view.context > limit else ""
+    X._title(
+        fig.axes[0], f"{view.model}, {view.batch} x {view.context:,} tokens{beyond}", fontsize=9.5
+    )
 
 
 def kv_wall_explorer(

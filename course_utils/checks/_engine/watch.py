@@ -125,6 +125,7 @@ class Placement(TorchFunctionMode):
 
 
 FACTORIES = {"arange", "ones", "zeros", "full", "empty", "eye", "tensor", "as_tensor", "linspace"}
+RECORDED = ("dropout", "scaled_dot_product_attention", "softmax", "_softmax", "log_softmax")
 
 
 class Watch(TorchFunctionMode):
@@ -147,14 +148,9 @@ class Watch(TorchFunctionMode):
             else None
         )
         result = func(*args, **kwargs)
-        if name in (
-            "dropout",
-            "scaled_dot_product_attention",
-            "softmax",
-            "_softmax",
-            "log_softmax",
-        ):
-            self.calls.append((name, before, args, kwargs, result))
+        if name in RECORDED:  # a dropout's output copied: a later x += ... must not change it
+            kept = result.detach().clone() if before is not None else result
+            self.calls.append((name, before, args, kwargs, kept))
         for item in result if isinstance(result, (tuple, list)) else (result,):
             if isinstance(item, torch.Tensor):
                 self.shapes.append(tuple(item.shape))
