@@ -148,6 +148,35 @@ def test_chapter_07_refuses_flex_attention_as_the_blocks(judged):
     assert "FlexAttention" in message and "chapter 07" in message
 
 
+def _imports_something_else(q, k, v, block_size):
+    import torch.nn.attention.no_such_module  # noqa: F401 - not a shortcut: a crash is a crash
+
+
+def test_chapter_07_refuses_flex_attention_on_a_torch_without_it(judged):
+    """torch 2.3 and 2.4 (supported) have no FlexAttention: the attempt dies in its import, before
+    any call the student process could watch, and is still refused by name (it was a relayed
+    crash). The student process is made to lack the module, as on 2.3.1."""
+    checks, remote = judged
+    session = _session()
+    name = "torch.nn.attention.flex_attention"
+    session.run_cell(
+        f"import sys\n_kept = sys.modules.get({name!r})\nsys.modules[{name!r}] = None", 30
+    )
+    try:
+        message = _refused(
+            checks.check_blockwise_attention, remote(_blockwise_by_flex), "shortcut_not_allowed"
+        )
+        assert "FlexAttention" in message and "chapter 07" in message
+        crash = remote(_imports_something_else)
+        assert _refused(checks.check_blockwise_attention, crash, None)
+    finally:
+        session.run_cell(
+            f"if _kept is None:\n    sys.modules.pop({name!r}, None)\n"
+            f"else:\n    sys.modules[{name!r}] = _kept",
+            30,
+        )
+
+
 def test_honest_answers_keep_their_points(capsys):
     class Wrapper(nn.Module):  # chapter 05's exercise, built on chapter 04's exported class
         def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):

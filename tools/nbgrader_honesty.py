@@ -14,7 +14,8 @@ The shortcuts: each chapter states in its ``checks.py`` the library shortcuts it
 use, ``ALLOWED_SHORTCUTS`` (names of :data:`SHORTCUTS`). While a check runs, the student process
 watches the student's code for the others (a torch function mode under the student's own, and a
 profile hook for those written in Python, such as FlexAttention) and reports each to the judge,
-which fails the check with ``shortcut_not_allowed``. That watch runs where the student's code
+which fails the check with ``shortcut_not_allowed``; on a torch that lacks the shortcut (FlexAttention
+before 2.5) the student's import of it is named, where it caused the check's failure. That watch runs where the student's code
 runs: it names a shortcut taken openly, and a student who works at hiding one from it can; the
 result itself is still checked by the judge.
 """
@@ -30,6 +31,7 @@ import types
 
 from course_utils.checks._engine.core import Check, CheckFailure, handed_in, shown
 
+IMPORTED = "import:"  # tools/grading/student.py's mark of a shortcut's import that failed
 # A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
 SHORTCUTS = {
     "sdpa": ("scaled_dot_product_attention", "F.scaled_dot_product_attention"),
@@ -78,10 +80,12 @@ def guard(check, session=None):
         finally:
             if session is not None:
                 session.forbidden = ()
-        if failure is not None:  # the check's own diagnosis names what it found
-            raise failure
         taken = session.seen[seen:] if session is not None else []
-        if taken:
+        imported = [t[len(IMPORTED) :] for t in taken if t.startswith(IMPORTED)]
+        if failure is not None and not imported:  # the check's own diagnosis names what it found
+            raise failure
+        taken = imported or [t for t in taken if not t.startswith(IMPORTED)]
+        if taken:  # called, or (on a torch without it) imported and the failure's cause
             raise Check(name).bug(
                 "shortcut_not_allowed",
                 function=forbidden[taken[0]],
