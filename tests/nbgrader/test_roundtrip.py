@@ -75,8 +75,11 @@ def _planted(trip, name):
 
 
 def test_every_chapter_is_in_the_assignment(trip):
-    assert trip.notebooks == [p.name for p in nbtools.chapter_files()]
-    assert len(trip.notebooks) >= 7
+    wanted = rt.chapters()  # all, unless `make test-nbgrader CHAPTERS="..."` names some
+    assert trip.notebooks == [
+        p.name for p in nbtools.chapter_files() if not wanted or p.name[:2] in wanted
+    ]
+    assert len(trip.notebooks) >= (len(wanted) if wanted else 7)
 
 
 def test_release_equals_our_exercise_notebooks_cell_by_cell(trip):
@@ -192,8 +195,8 @@ def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
     student handed in scores as the complete student's does."""
     from tools.nbgrader_guard import FRESH
 
-    zeros = {s.check for s in rt.SHORTCUTS}
     handed_in = {n for n in trip.notebooks if n[:2] in {s.exercise[2:4] for s in rt.SHORTCUTS}}
+    zeros = {s.check for s in rt.SHORTCUTS if s.exercise[2:4] in {n[:2] for n in handed_in}}
     for name in handed_in:
         graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
         cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in graded.cells}
@@ -207,7 +210,7 @@ def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
                 )
             else:
                 assert (score, top) == scores["complete"][name][gid], f"{name}: {gid} lost points"
-    planted = {s.check for s in rt.SHORTCUTS}
+    planted = zeros
     assert planted <= {gid for name in handed_in for gid in scores["shortcuts"][name]}
 
 
@@ -220,6 +223,9 @@ def test_patched_checks_are_stopped_by_the_fresh_process(trip):
 
     patched = [s for s in rt.SHORTCUTS if "allclose" in s.what or "check replaced" in s.what]
     assert len(patched) == 2
+    patched = [s for s in patched if any(n[:2] == s.exercise[2:4] for n in trip.notebooks)]
+    if not patched:
+        pytest.skip(f"CHAPTERS={' '.join(rt.chapters())} holds neither patched chapter")
     for shortcut in patched:
         name = next(n for n in trip.notebooks if n[:2] == shortcut.exercise[2:4])
         graded = nbtools.read(trip.course / "autograded" / "shortcuts" / rt.ASSIGNMENT / name)
