@@ -3,8 +3,9 @@
 ``tests/test_nbgrader_guard.py`` runs each through the guard's fresh run; ``tests/nbgrader/
 test_cheats.py`` grades a class that plays them with ``make grade`` and nbgrader. Each cheat keeps
 the rest of its notebook right: it must lose exactly the point of the check it is planted for.
-The first twelve are the issue's; the rest were found while building the judge (each scored its
-point on the guard of commit c5159ca, see the README's "What the sandbox protects").
+Eleven are the issue's (numbers 0-8, 13 and 14); 9-12 were found while building the judge, and
+CLASSMATE needs a class (tests/nbgrader/test_cheats.py). Each scored its point on the guard of
+commit c5159ca (docs/instructors.md, "What the sandbox protects").
 """
 
 from __future__ import annotations
