@@ -31,7 +31,7 @@ import types
 
 from course_utils.checks._engine.core import Check, CheckFailure, handed_in, shown
 
-IMPORTED = "import:"  # tools/grading/student.py's mark of a shortcut's import that failed
+IMPORTED = "import:"  # tools/grading/student_server.py's mark of a failed import of a shortcut
 # A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
 SHORTCUTS = {
     "sdpa": ("scaled_dot_product_attention", "F.scaled_dot_product_attention"),

@@ -333,31 +333,6 @@ def from_student(frame) -> bool:
     return True
 
 
-# The module of a shortcut that an older supported torch lacks (FlexAttention came with 2.5):
-# there a student's attempt dies in its import, before any call of it can be watched.
-SHORTCUT_MODULES = {"torch.nn.attention.flex_attention": "flex_attention"}
-IMPORTED = "import:"  # a seen shortcut's prefix when only its import was attempted
-
-
-def imported_shortcut(exc: BaseException, forbidden) -> str | None:
-    """The forbidden shortcut (its torch function's name) whose missing module the student's own
-    import statement asked for, behind ``exc`` or its causes; None when there is none."""
-    done = set()
-    while exc is not None and id(exc) not in done:
-        done.add(id(exc))
-        function = SHORTCUT_MODULES.get(getattr(exc, "name", None) or "")
-        if isinstance(exc, ImportError) and function in forbidden:
-            tb, last = exc.__traceback__, None
-            while tb is not None:  # the innermost frame that is not importlib's own
-                if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
-                    last = tb.tb_frame
-                tb = tb.tb_next
-            if last is not None and from_student(last):
-                return function
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 # ----------------------------------------------------------------------------- hidden chapters
 def install_chapters(
     sources: dict, hidden: dict, attempts: list, given: dict | None = None

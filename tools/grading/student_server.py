@@ -80,9 +80,9 @@ class Server:
             status, result = "wire", str(exc)
         except BaseException as exc:  # noqa: BLE001 - the student's code raised: said in words
             status, result = "err", describe(exc)
-            shortcut = student.imported_shortcut(exc, recorder.forbidden)
+            shortcut = imported_shortcut(exc, recorder.forbidden)
             if shortcut:  # a shortcut this torch lacks: the attempt is named all the same
-                recorder.seen.append(student.IMPORTED + shortcut)
+                recorder.seen.append(IMPORTED + shortcut)
         finally:
             codec.containers = outer
         try:
@@ -213,6 +213,31 @@ def _aliases(codec, memo: dict, pairs) -> list:
 
 def _contents(container):
     return dict(container.items()) if isinstance(container, dict) else list(container)
+
+
+# The module of a shortcut that an older supported torch lacks (FlexAttention came with 2.5):
+# there a student's attempt dies in its import, before any call of it can be watched.
+SHORTCUT_MODULES = {"torch.nn.attention.flex_attention": "flex_attention"}
+IMPORTED = "import:"  # a seen shortcut's prefix when only its import was attempted
+
+
+def imported_shortcut(exc: BaseException, forbidden) -> str | None:
+    """The forbidden shortcut (its torch function's name) whose missing module the student's own
+    import statement asked for, behind ``exc`` or its causes; None when there is none."""
+    done = set()
+    while exc is not None and id(exc) not in done:
+        done.add(id(exc))
+        function = SHORTCUT_MODULES.get(getattr(exc, "name", None) or "")
+        if isinstance(exc, ImportError) and function in forbidden:
+            tb, last = exc.__traceback__, None
+            while tb is not None:  # the innermost frame that is not importlib's own
+                if not tb.tb_frame.f_code.co_filename.startswith("<frozen"):
+                    last = tb.tb_frame
+                tb = tb.tb_next
+            if last is not None and student.from_student(last):
+                return function
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def describe(exc: BaseException) -> tuple:
