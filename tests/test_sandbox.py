@@ -252,6 +252,22 @@ def test_a_students_object_cannot_answer_equal_to_the_judge(judged):
     judged.end_check()
 
 
+def cubic(x):
+    return x + 0.044715 * x**3  # x ** 3: torch.Tensor.__pow__ wraps TensorBase.pow, under its name
+
+
+def test_a_wrapped_operator_reaches_the_checks_modes(judged):
+    """Chapter 10's tanh GELU: the judge's modes see `x ** 3` (a wrapper named TensorBase.pow), so
+    the device probe's placed input stays placed through it (it was "a tensor made on the CPU")."""
+    from course_utils.checks._engine.watch import Placement
+
+    x = torch.randn(2, 3)
+    with torch.no_grad(), Placement([x]) as placement:
+        out = _remote(judged, cubic)(x)
+    assert placement.is_placed(out) and torch.allclose(out, cubic(x))
+    judged.end_check()
+
+
 def test_a_students_layer_is_a_module_to_the_checks_and_its_gradients_cross(judged):
     from tests.ch04 import correct
 

@@ -250,6 +250,8 @@ def _function(ref):
         lambda: getattr(importlib.import_module(module), name),
     ]
     places += [lambda: getattr(torch, name), lambda: getattr(F, name)]
+    # torch.Tensor's operators that wrap a TensorBase method keep its name (x ** 3: "TensorBase.pow")
+    places.append(lambda: next(v for v in vars(torch.Tensor).values() if func_ref(v) == tuple(ref)))
     for place in places:
         try:
             found = place()
