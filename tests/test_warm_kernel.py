@@ -5,9 +5,11 @@ One server for the module (its preload takes a few seconds); the kernels are sta
 nbgrader starts them, by jupyter_client through the ``course-warm`` kernelspec (with the
 ``SandboxKernelManager`` the course's config names: ZeroMQ over ipc sockets)."""
 
+import glob
 import os
 import signal
 import sys
+import tempfile
 import time
 import types
 
@@ -90,9 +92,9 @@ def test_a_warm_kernel_gives_a_plain_kernels_outputs(warm, tmp_path, monkeypatch
     assert ours.cells[3].outputs[0]["ename"] == "ZeroDivisionError"
 
 
-def kernel(env=None):
+def kernel(env=None, cwd=None):
     km = warm_kernel.manager()
-    km.start_kernel(**({"env": env} if env else {}))
+    km.start_kernel(**({"env": env} if env else {}), **({"cwd": str(cwd)} if cwd else {}))
     kc = km.client()
     kc.start_channels()
     kc.wait_for_ready(timeout=120)
@@ -259,16 +261,26 @@ def test_a_cell_past_its_time_limit_is_interrupted_and_the_next_runs(warm, tmp_p
 
 def test_without_a_server_the_kernel_is_a_plain_one_in_a_sandbox_of_its_own(warm, tmp_path):
     env = dict(os.environ, **{warm_kernel.ENV_VAR: str(tmp_path / "no-such.sock")})
-    km, kc = kernel(env)
+    folder = tmp_path / "notebook"
+    folder.mkdir()
+    (folder / "data.txt").write_text("given")
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "course-kernel-*")))
+    km, kc = kernel(env, cwd=folder)
     try:
-        preloaded, home = evaluate(
-            kc, "('torch' in __import__('sys').modules, __import__('os').getcwd())"
+        preloaded, home, data = evaluate(
+            kc,
+            "('torch' in __import__('sys').modules, __import__('os').getcwd(), "
+            "open('data.txt').read())",
         )
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert not preloaded
-    assert home == (sandbox.WORK if SANDBOXED else str(ROOT))
+    assert not preloaded and data == "given"
+    assert home == (sandbox.WORK if SANDBOXED else str(folder))
+    deadline = time.monotonic() + 30  # its copy of the folder goes when the kernel has gone
+    while set(glob.glob(os.path.join(tempfile.gettempdir(), "course-kernel-*"))) - before:
+        assert time.monotonic() < deadline, "the cold kernel's copy of its folder was left behind"
+        time.sleep(0.2)
 
 
 def test_the_server_leaves_when_its_stdin_closes():

@@ -362,7 +362,8 @@ def _spawned(path: str, folder: str, ids: list[str], cell_timeout, limit: int, p
     return found
 
 
-FRESH = "Checked again in a fresh process, where the notebook's cells cannot change the check:"
+# its first line in the feedback, whose diagnoses are at most 80 columns wide (feedback.WIDTH)
+FRESH = "Checked again by the grader, where the notebook's cells cannot change the check:"
 
 
 def _error(text: str):

@@ -113,11 +113,13 @@ def plain(argv: list[str]) -> None:
     a sandbox of its own with a copy of this folder as its working folder."""
     command = [sys.executable, "-m", "ipykernel_launcher", *argv]
     if sandbox.wanted():
-        import shutil
         import tempfile
 
         scratch = tempfile.mkdtemp(prefix="course-kernel-")
-        shutil.copytree(".", scratch, dirs_exist_ok=True, symlinks=False)
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        _copy_folder(here, scratch)  # as the warm server copies: at most 200 MB, no links
+        os.close(here)
+        _remove_when_done(scratch)
         env = kernel_env(dict(os.environ))
         env.pop("JPY_PARENT_PID", None)  # bwrap is its parent in there: --die-with-parent instead
         command = sandbox.command(
@@ -127,6 +129,25 @@ def plain(argv: list[str]) -> None:
             env=env,
         )
     os.execv(command[0], command)
+
+
+def _remove_when_done(folder: str) -> None:
+    """Remove ``folder`` once this process and what it becomes (bwrap, the kernel) have exited: a
+    process of its own session (a kernel manager's kill of our group spares it) waits for the end
+    of a pipe that only they hold open."""
+    import shutil
+
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        os.close(write)
+        try:
+            os.read(read, 1)  # end of file: every holder of the writing end has exited
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            os._exit(0)
+    os.close(read)
+    os.set_inheritable(write, True)  # kept open across exec, by bwrap until the sandbox ends
 
 
 def runtime_binds(argv: list[str]) -> list[tuple[str, str]]:
