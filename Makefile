@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
+.PHONY: help install lab test test-unit test-notebooks test-gpu test-browser test-nbgrader grade report exercises solutions headers \
         figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean \
         site test-site results ci-times
 
@@ -66,6 +66,9 @@ report: ## what a class got wrong, after make grade: make report COURSE=dir ASSI
 
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
+
+test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the checks, a short bench; one JSON (OUT=dir)
+	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
 
 exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
 	$(PY) -m tools.nbtools exercises
