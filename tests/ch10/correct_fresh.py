@@ -21,10 +21,11 @@ Decoder = cu.chapters.DecoderBlock
 class TorchStyleBlock(Block):
     """pytorch/pytorch, torch/nn/modules/transformer.py TransformerEncoderLayer.forward: ``_sa_block``
     and ``_ff_block`` helpers, here with the norms called functionally (F.layer_norm with the
-    modules' own weight, bias and eps)."""
+    modules' own weight, bias and eps; the shape is read off the weight, since the chapter's own
+    LayerNorm keeps no ``normalized_shape``)."""
 
     def _ln(self, norm, x):
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        return F.layer_norm(x, tuple(norm.weight.shape), norm.weight, norm.bias, norm.eps)
 
     def _sa_block(self, x):
         return self.drop(self.attn(x))
