@@ -1,6 +1,7 @@
 """The second fresh attack on chapter 11's checks (``cases_fresh2.py``): every right but unusual
-answer must pass; for the wrong answers and the grader probes the named rate is printed, not
-asserted (``pytest -s`` shows it)."""
+answer must pass, every wrong answer and grader probe must be rejected with an id that names its
+cause (``cases_fresh2.py`` says which; 24 of 37 and 7 of 12 were before the detectors it names), and
+the named rate is printed (``pytest -s``)."""
 
 import contextlib
 import io
@@ -30,6 +31,16 @@ def test_right_answer_passes(module, name):
     assert verdict == "accepted", f"{name} rejected as {bug}: {said}"
 
 
+CASES = [*WRONG, *PROBES]
+
+
+@pytest.mark.parametrize("module, name, cause, naming_ids", CASES, ids=[c[1] for c in CASES])
+def test_wrong_answer_is_named(module, name, cause, naming_ids):
+    verdict, bug, said = run(module, name)
+    assert verdict == "rejected", f"{name} ({cause}) was accepted"
+    assert bug in naming_ids, f"{name} ({cause}) rejected as {bug}, not {naming_ids}: {said}"
+
+
 @pytest.mark.parametrize("label, cases", [("wrong answers", WRONG), ("grader probes", PROBES)])
 def test_named_rate(label, cases):
     named, accepted = 0, []
@@ -45,3 +56,4 @@ def test_named_rate(label, cases):
     print(
         f"{label}: named {named} of {len(cases)} ({named / len(cases):.0%}); accepted: {accepted}"
     )
+    assert accepted == [] and named / len(cases) >= 0.9
