@@ -265,7 +265,7 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
         backward(c, fn, (x, w, None), ("x", "w", "cache"), ("x", "w"), what, mla_reference)
         keeps_float64(c, fn, (x, w), what)
         finite_when_large(c, fn, (30 * x, w), f"{what}, x times 30")
-        P.future_hidden(c, fn, (x, w), ref, what)
+        P.future_hidden(c, fn, (x, w), what)
         if form == "mla_absorbed":
             _builds_no_keys(c, fn)
     built = ", building no key or value of width hd" if form == "mla_absorbed" else ""
@@ -424,12 +424,12 @@ def _check_recurrence(fn, name, reference, bugs, delta=False):
 def _tiny_queries(c: E.Check, fn, what: str) -> None:
     """Queries of -10 in every feature: phi(q) = e^-10 for each, so phi(q) . z is about 1e-4 and
     the outputs are the weighted means of the values as for any constant query (the values
-    positive). A normaliser clamped (or floored, or given an eps of 1e-5 or more) shrinks them."""
+    positive). A normaliser clamped (or floored, or given an eps of 3e-5 or more) shrinks them."""
     _, k, v = _inputs(2, 2, 10, 4, 3, 1302)
     q, v = torch.full_like(k, -10.0), v.abs() + 1  # (2, 2, 10, 4), (2, 2, 10, 3)
     what = f"{what} with every query feature -10 (phi(q) . z about 1e-4), the values positive"
     out = c.expect_tensor_output(P.first(c.call(fn, q, k, v, what=what)), what, (2, 2, 10, 3))
-    if not E.same(f64(out), linear_reference(q, k, v)[0], rtol=2e-2):
+    if not E.same(f64(out), linear_reference(q, k, v)[0], rtol=0.1):  # an eps of 1e-5: 5%
         raise c.bug("linear_normaliser_clamped", f"For {what}:")
 
 

@@ -125,10 +125,14 @@ def second_text(c: E.Check, fn, args, reference, what: str, negate=(0,)) -> None
         raise c.bug("result_kept_between_calls", f"For {what}, on a second text of the same shape:")
 
 
-def future_hidden(c: E.Check, fn, args, expected, what: str) -> None:
-    """fn(*args), the last token of args[0] (b, n, d) times 10^6, must leave every earlier token's
-    output at ``expected``: -inf hides a key whatever its score, a finite mask (-1e4) does not."""
-    x = torch.cat([args[0][:, :-1], 1e6 * args[0][:, -1:]], 1)  # (b, n, d)
-    out = first(c.call(fn, x, *args[1:], what=f"{what}, the last token times 10^6"))
-    if not (torch.is_tensor(out) and E.same(f64(out)[:, :-1], expected[:, :-1], atol=1e-4)):
-        raise c.bug("mask_finite", f"For {what}, the last token's input times 10^6:")
+def future_hidden(c: E.Check, fn, args, what: str) -> None:
+    """fn(*args), args[0] (b, n, d) times 1000, then its last token 1000 times more: the outputs of
+    the tokens before it must not move. -inf hides a key whatever the scores; a finite mask lets a
+    huge later score through (added) or wins over allowed scores all below it (filled in)."""
+    x = 1e3 * args[0]
+    xs = (x, torch.cat([x[:, :-1], 1e3 * x[:, -1:]], 1))  # (b, n, d) each
+    outs = [first(c.call(fn, t, *args[1:], what=f"{what}, x times 1000")) for t in xs]
+    if not (all(map(torch.is_tensor, outs)) and E.same(outs[0][:, :-1], outs[1][:, :-1])):
+        raise c.bug(
+            "mask_finite", f"For {what}, x times 1000, then its last token 1000 times more:"
+        )

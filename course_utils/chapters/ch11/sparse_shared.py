@@ -174,7 +174,7 @@ def check_shared_kv_forward(fn) -> None:
             backward(c, fn, args, SHARE_ARGS, ("x",), what, one_pass)
             keeps_float64(c, fn, args, what)
             finite_when_large(c, fn, (30 * x, *args[1:]), f"{what}, x times 30")
-            P.future_hidden(c, fn, args, ref, what)
+            P.future_hidden(c, fn, args, what)
             whole = lambda *placed: fn(x, layers, list(sources), heads)  # x, layers placed
             E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=whole)
     c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
