@@ -87,12 +87,11 @@ def draw_sparse_topk_keys() -> Figure:
 
 FIGURES = {
     "kv_wall_bytes": (
-        "Log-log lines of 16-bit KV-cache size against context, 256 to 131,072 tokens, one text: "
-        "GPT-2 small, Llama 3 8B (a wide line), Qwen3 8B and DeepSeek-V3 (about half of Llama's) "
-        "grow in proportion; Mistral 7B lies on Llama's line up to its 4,096-token window, then "
-        "flattens; Gemma 3 1B bends once its 22 windowed layers are full. Each line is solid up to "
-        "the context its makers state (Mistral 8,192, Qwen3 32,768 native, DeepSeek-V3 128K), "
-        "dotted beyond. A grey dotted line marks 80 GiB.",
+        "Log-log lines of one text's 16-bit KV cache against context, 256 to 131,072 tokens: GPT-2 "
+        "small, Llama 3 8B (wide), Qwen3 8B and DeepSeek-V3 (about half of Llama's) grow in step; "
+        "Mistral 7B lies on Llama's line up to its 4,096-token window, then flattens; Gemma 3 1B "
+        "bends once its 22 windowed layers are full. Solid up to the context the makers state, "
+        "dotted beyond; a grey dotted line at 80 GiB.",
         draw_kv_wall_bytes,
     ),
     "sparse_topk_keys": (
