@@ -17,8 +17,9 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-browser test-nbgrader grade report exercises solutions headers \
-        figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean
+.PHONY: help install lab test test-unit test-notebooks test-gpu test-browser test-nbgrader grade report exercises solutions headers \
+        figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean \
+        site test-site results ci-times
 
 help: ## list the targets
 	@echo "Attention from Scratch - make targets:"
@@ -66,6 +67,9 @@ report: ## what a class got wrong, after make grade: make report COURSE=dir ASSI
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions
 
+test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the checks, a short bench; one JSON (OUT=dir)
+	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
+
 exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
 	$(PY) -m tools.nbtools exercises
 
@@ -82,11 +86,11 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m tools.figures
 
-bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ (FULL=1: long run; OUT=folder)
-	$(PY) -m tools.bench --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
+bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ and docs/results/bench.json (FULL=1; OUT=folder)
+	$(PY) -m tools.bench --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
-bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes)
-	$(PY) -m tools.bench_explorers
+bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes) into docs/results/
+	$(PY) -m tools.bench_explorers --record
 
 bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
 	@sh tests/browser/ensure_browser.sh $(PY)
@@ -108,10 +112,34 @@ test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 
 	  touch $$venv/.installed; \
 	fi; \
 	$$venv/bin/python -c 'import sys, torch, numpy; print("compat: Python", sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'; \
-	PYTHONPATH="$(CURDIR)" $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
+	status=0; PYTHONPATH="$(CURDIR)" $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile \
+	  --junitxml=$$venv/junit.xml $(NBVAL) tests solutions || status=$$?; \
+	PYTHONPATH="$(CURDIR)" $$venv/bin/python -m tools.site.results compat --junit $$venv/junit.xml; \
+	exit $$status
 
 test-colab: $(STAMP) ## every notebook alone in a replica of Colab's runtime (creates .venv-colab: Python 3.13, Colab's pins)
 	$(PY) -m tools.colab_replica
+
+SITE_VENV  ?= .venv-site
+SITE_STAMP := $(SITE_VENV)/.installed
+
+$(SITE_STAMP): tools/site/requirements.txt tools/site/constraints.txt
+	@test -x $(SITE_VENV)/bin/python || $(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tools/site/requirements.txt -c tools/site/constraints.txt
+	@touch $@
+
+site: $(STAMP) $(SITE_STAMP) ## build the course website into build/site/html (creates .venv-site: Sphinx, myst-nb; offline)
+	OMP_NUM_THREADS=1 $(PY) -m tools.site.build --sphinx $(SITE_VENV)/bin/sphinx-build --jobs $(JOBS)
+
+test-site: site ## build the site, then open every page and move every explorer control in headless Chromium
+	@sh tests/browser/ensure_browser.sh $(PY)
+	COURSE_SITE_TESTS=1 $(PY) -m pytest -v -s -p no:cacheprovider tests/site
+
+results: $(STAMP) ## rewrite the tables of docs/results.md from the result files docs/results/*.json
+	$(PY) -m tools.site.results
+
+ci-times: $(STAMP) ## run each step of .ci/run in turn, timed, into docs/results/ci.json (as long as CI)
+	$(PY) -m tools.site.results ci
 
 lint: $(STAMP) ## ruff over the package, tests and notebooks
 	$(VENV)/bin/ruff check course_utils tools tests conftest.py solutions

@@ -1,12 +1,13 @@
 """Shape comments (`x = ...  # (b, n, d_out)`) checked against the real shapes while a notebook runs.
 
-`instrument(source, cell)` rewrites one code cell so that every assignment or `return` whose line
-ends in a shape comment reports the value's shape to `__shape_check__`; `run_notebook` executes a
-whole notebook that way in a Jupyter kernel and returns what was checked and what disagreed.
-A dimension written as a number (or arithmetic on numbers, `3 * 768`) must match exactly; a
-symbolic one (`b`, `n + 1`, `hd/2`) only counts towards the rank; `...` stands for any number of
-leading dimensions. `a -> b` comments are checked against the shape after the last arrow, and
-`# (...) each` against every element of a tuple target.
+`instrument(source, cell)` rewrites one code cell so that every assignment, `return` or `print`
+whose line ends in a shape comment reports the value's shape to `__shape_check__`; `run_notebook`
+executes a whole notebook that way in a Jupyter kernel and returns what was checked and what
+disagreed. `a -> b` comments are checked against the shape after the last arrow, `# (...) each`
+against every element of a tuple, and `...` stands for any number of leading dimensions.
+Numbers must match exactly and each symbol stands for one size where it is used: a notebook's int
+of that name, else one size per run of a cell, call of a function or pass of a loop (the rules:
+tests/shape_sizes.py).
 """
 
 import ast
@@ -14,6 +15,10 @@ import io
 import json
 import re
 import tokenize
+
+from tests.shape_sizes import Scope, mismatch, new_scope, settle
+
+__all__ = ["instrument", "mismatch", "new_scope", "parse_spec", "record", "run_notebook"]
 
 NUMERIC = re.compile(r"^[\d\s+\-*/()]+$")
 
@@ -66,25 +71,6 @@ def parse_spec(comment: str):
     return dims
 
 
-def mismatch(shape, dims) -> str | None:
-    """Why `shape` does not fit the parsed comment `dims`, or None when it fits."""
-    shape = tuple(shape)
-    if "..." in dims:
-        fixed = [d for d in dims if d != "..."]
-        if len(shape) < len(fixed):
-            return f"rank {len(shape)} < {len(fixed)}"
-        tail = shape[len(shape) - len(fixed) :]
-        pairs = zip(tail, fixed)
-    else:
-        if len(shape) != len(dims):
-            return f"rank {len(shape)}, the comment says {len(dims)}"
-        pairs = zip(shape, dims)
-    for size, dim in pairs:
-        if isinstance(dim, int) and size != dim:
-            return f"size {size} where the comment says {dim}"
-    return None
-
-
 def _trailing_comments(source: str) -> dict[int, str]:
     """Line number -> the comment that ends that line of code (not full-line comments)."""
     lines = source.split("\n")
@@ -104,6 +90,10 @@ def shape_comments(source: str) -> dict[int, str]:
     return {line: c for line, c in comments.items() if parse_spec(c) is not None}
 
 
+def _statement(code: str) -> ast.stmt:
+    return ast.parse(code).body[0]
+
+
 def _load(target):
     node = ast.parse(ast.unparse(target), mode="eval").body
     return node
@@ -111,7 +101,28 @@ def _load(target):
 
 class _Instrument(ast.NodeTransformer):
     def __init__(self, cell: int, comments: dict[int, str]):
-        self.cell, self.comments, self.checked = cell, comments, set()
+        self.cell, self.comments, self.checked, self.loops = cell, comments, set(), 0
+
+    def _holds_comment(self, node) -> bool:
+        return any(node.lineno <= line <= node.end_lineno for line in self.comments)
+
+    def visit_FunctionDef(self, node):
+        """Each call of a function that holds a shape comment binds its symbols afresh, and knows
+        which globals (or enclosing names) the function reads: those it loads, never assigns."""
+        loads, stores = set(), {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        for name in ast.walk(node):  # before the instrumentation adds its own names
+            if isinstance(name, ast.Name):
+                (loads if isinstance(name.ctx, ast.Load) else stores).add(name.id)
+        node = self.generic_visit(node)
+        if self._holds_comment(node):
+            reads = tuple(sorted(loads - stores))
+            scope = f"__shape_scope__ = __shape_new_scope__(True, globals(), {reads!r})"
+            node.body.insert(
+                int(ast.get_docstring(node, clean=False) is not None), _statement(scope)
+            )
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def _comment(self, node):
         for line in (node.end_lineno, node.lineno):
@@ -124,7 +135,10 @@ class _Instrument(ast.NodeTransformer):
         return ast.Call(
             ast.Name("__shape_check__", ast.Load()),
             [ast.Constant(self.cell), ast.Constant(line), ast.Constant(comment), value],
-            [],
+            [
+                ast.keyword("scope", ast.Name("__shape_scope__", ast.Load())),
+                ast.keyword("names", ast.Call(ast.Name("locals", ast.Load()), [], [])),
+            ],
         )
 
     def _targets(self, targets, comment):
@@ -158,6 +172,13 @@ class _Instrument(ast.NodeTransformer):
     def _expand(self, body):
         out = []
         for stmt in body:
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) and self._holds_comment(stmt):
+                self.loops += 1  # each pass of the loop binds its own symbols
+                outer = f"__shape_outer_{self.loops}__"
+                stmt.body.insert(0, _statement(f"__shape_scope__ = {outer}.child()"))
+                out += [_statement(f"{outer} = __shape_scope__"), stmt]
+                out.append(_statement(f"__shape_scope__ = {outer}"))
+                continue
             found = None
             if not hasattr(stmt, "body") and hasattr(stmt, "lineno"):
                 found = self._comment(stmt)
@@ -201,40 +222,66 @@ def instrument(source: str, cell: int) -> tuple[str, set[int], dict[int, str]]:
         return source, set(), comments
     visitor = _Instrument(cell, comments)
     tree = visitor.visit(tree)  # expands every body, the module's included
+    if comments:  # each run of the cell binds its symbols afresh
+        tree.body.insert(0, _statement("__shape_scope__ = __shape_new_scope__()"))
     return ast.unparse(ast.fix_missing_locations(tree)), visitor.checked, comments
 
 
-def record(seen: set, bad: dict, cell: int, line: int, comment: str, value):
+class Ledger:
+    """What the checks of one notebook run found: keys `cell:line` seen, wrong (with why), and
+    arithmetic still waiting for its symbols (a size checked by rank only)."""
+
+    def __init__(self):
+        self.seen, self.bad, self.waiting = set(), {}, {}
+
+    def report(self) -> str:
+        return json.dumps({"seen": sorted(self.seen), "bad": self.bad, "waiting": self.waiting})
+
+
+def record(ledger: Ledger, cell: int, line: int, comment: str, value, scope=None, names=None):
     """What `__shape_check__` does in the kernel: note the check, and any disagreement."""
     key = f"{cell}:{line}"
-    seen.add(key)
+    ledger.seen.add(key)
+    scope, names = scope if scope is not None else Scope(), names if names is not None else {}
     shape = getattr(value, "shape", None)
     if shape is None and isinstance(value, tuple) and all(type(v) is int for v in value):
         shape = value  # print(x.shape)  # (n, d): a torch.Size
     if shape is None and isinstance(value, (tuple, list)) and value:
-        parts = value if " each" in comment else value[:1]  # `(b, m, vocab) and the cache`
-        for part in parts:
-            record(seen, bad, cell, line, comment.replace(" each", ""), part)
+        each = " each" in comment  # else `(b, m, vocab) and the cache`: the first element
+        for part in value if each else value[:1]:  # a list's items may differ as a loop's
+            part_scope = scope.child() if isinstance(value, list) else scope  # passes do
+            record(ledger, cell, line, comment.replace(" each", ""), part, part_scope, names)
         return value
     if shape is None:
-        bad.setdefault(key, f"{comment!r}: the value has no shape ({type(value).__name__})")
-    elif why := mismatch(shape, parse_spec(comment)):
-        bad.setdefault(key, f"{comment!r}: got {tuple(shape)}, {why}")
+        ledger.bad.setdefault(key, f"{comment!r}: the value has no shape ({type(value).__name__})")
+        return value
+    tag, where = (key, comment), f"on line {line} ({comment})"
+    if why := mismatch(shape, parse_spec(comment), scope, names, where, tag):
+        ledger.bad.setdefault(key, f"{comment!r}: got {tuple(shape)}, {why}")
+    for (late_key, late_comment), _, _, part in scope.waiting:
+        ledger.waiting.setdefault(late_key, f"{late_comment!r}: {part}")
+    for (late_key, late_comment), late_shape, why in settle(scope, names):
+        ledger.waiting.pop(late_key, None)
+        if why:
+            ledger.bad.setdefault(late_key, f"{late_comment!r}: got {tuple(late_shape)}, {why}")
     return value
 
 
 PRELUDE = """
-import functools as __functools, json as __json
-from tests.shape_comments import record as __record
-__shape_seen__, __shape_bad__ = set(), {}
-__shape_check__ = __functools.partial(__record, __shape_seen__, __shape_bad__)
+import functools as __functools
+from tests import shape_comments as __shape_comments
+__shape_ledger__ = __shape_comments.Ledger()
+__shape_check__ = __functools.partial(__shape_comments.record, __shape_ledger__)
+__shape_new_scope__ = __shape_comments.new_scope
+__shape_scope__ = __shape_new_scope__()
 """
 
 
 def run_notebook(path, timeout: int = 600) -> dict:
     """Execute a solution notebook with its shape comments instrumented.
 
-    Returns {'comments': n, 'unchecked': [...], 'never_run': [...], 'wrong': {...}}."""
+    Returns {'comments': n, 'unchecked': [...], 'never_run': [...], 'wrong': {...}, 'waiting':
+    {...}} (waiting: arithmetic sizes whose symbols were never known, checked by rank only)."""
     import os
     from pathlib import Path
 
@@ -259,9 +306,7 @@ def run_notebook(path, timeout: int = 600) -> dict:
     prelude = nbtools.nbformat.v4.new_code_cell(
         f"import sys\nsys.path.insert(0, {root!r})\n{PRELUDE}"
     )
-    report = nbtools.nbformat.v4.new_code_cell(
-        "print(__json.dumps({'seen': sorted(__shape_seen__), 'bad': __shape_bad__}))"
-    )
+    report = nbtools.nbformat.v4.new_code_cell("print(__shape_ledger__.report())")
     nb.cells = [prelude, *nb.cells, report]
     client = NotebookClient(
         nb,
@@ -276,4 +321,5 @@ def run_notebook(path, timeout: int = 600) -> dict:
         "unchecked": [f"{key} {c}" for key, c, checked in all_comments if not checked],
         "never_run": sorted(set(instrumented) - set(result["seen"])),
         "wrong": result["bad"],
+        "waiting": result["waiting"],
     }

@@ -7,6 +7,7 @@ no nn.MultiheadAttention, no FlexAttention); the same checks still accept honest
 earlier chapter's exported code.
 """
 
+import sys
 import types
 
 import pytest
@@ -150,6 +151,20 @@ def test_chapter_07_refuses_flex_attention_as_the_blocks():
     """Chapter 07 states no shortcut: FlexAttention's blocks are not the student's."""
     message = _refused(G.check_blockwise_attention, _blockwise_by_flex, "shortcut_not_allowed")
     assert "FlexAttention" in message and "chapter 07" in message
+
+
+def test_chapter_07_refuses_flex_attention_on_a_torch_without_it(monkeypatch):
+    """torch 2.3 and 2.4 (supported) have no FlexAttention: the attempt dies in its import, before
+    any call the guard could watch, and is still refused by name (it was a relayed crash)."""
+    monkeypatch.setitem(sys.modules, "torch.nn.attention.flex_attention", None)  # as on 2.3.1
+    message = _refused(G.check_blockwise_attention, _blockwise_by_flex, "shortcut_not_allowed")
+    assert "FlexAttention" in message and "chapter 07" in message
+    monkeypatch.setitem(sys.modules, "torch.nn.attention.bias_missing", None)
+
+    def imports_something_else(q, k, v, block_size):
+        import torch.nn.attention.bias_missing  # noqa: F401 - not a shortcut: a crash is a crash
+
+    assert _refused(G.check_blockwise_attention, imports_something_else, None)
 
 
 def test_honest_answers_keep_their_points(capsys):

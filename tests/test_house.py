@@ -47,11 +47,17 @@ CHAPTER_CAP = 650
 FILE_CAP = 500
 # Measured exceptions, a ratchet (lower them, never raise them): each says why it is over.
 CHAPTER_EXCEPTIONS: dict[str, int] = {
-    # 2026-11-28, issue 38: checks 396 + sparse_shared 193 + explorer 106. The checks now refuse an
-    # absorbed MLA that builds keys, a recurrence that changes the caller's state, and name 29 real
-    # wrong answers; ~50 of sparse_shared's lines are generic (inputs untouched, a backward step
-    # through a function, pairs of variants) and belong in the engine once the core has room.
-    "ch11": 695,
+    # 2026-11-28, issue 38: checks 447 + sparse_shared 173 + probes 115 + explorer 106 = 841. The
+    # checks name all 31 wrong answers of a fresh reviewer's collection and every grader's probe
+    # (gradients compared with the reference's, float64 kept, large scores, a cache handed back, the
+    # caller's dict and random state): raised from 695 by the lead's brief. probes.py (115) is generic
+    # (inputs untouched, a training step against a reference, dtype, large inputs, variants) and moves
+    # to the engine once the core (at its cap) has room, which brings ch11 back to 726.
+    "ch11": 841,
+    # 2026-11-28, issue 38: checks 443 + checks_norms 281 + explorer 178 = 902. Five exercises were
+    # added (LayerNorm, GELU, RMSNorm, SwiGLU, ALiBi: checks_norms.py, one probe and one reference
+    # with switches per exercise), and the block checks name 51 real wrong answers in training mode.
+    "ch10": 902,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 

@@ -18,7 +18,7 @@ from nbclient.exceptions import CellExecutionError
 
 from tools import nbtools
 
-RERUN_CHAPTERS = ("11_past_the_kv_wall",)
+RERUN_CHAPTERS = ("10_transformer", "11_past_the_kv_wall")
 RESET = (
     "get_ipython().run_line_magic('reset', '-f')\nimport matplotlib.pyplot as plt\nplt.close('all')"
 )

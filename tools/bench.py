@@ -107,6 +107,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--compare", type=Path, nargs=2, metavar="CSV", help="compare two runs' rankings"
     )
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="write the result rows into docs/results/ (make bench)",
+    )
     return p.parse_args(argv)
 
 
@@ -154,13 +159,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.compare:
         text, contradictions = report.compare_runs(*args.compare)
         print(text)
+        if args.record:
+            from tools.site import results
+
+            results.record_compare(*map(str, args.compare))
         return 1 if contradictions else 0
     try:
         cfg = config_from_args(args)
     except CourseInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    start = time.perf_counter()
+    start, load_at_start = time.perf_counter(), rounds.load_average()[0]
     notes = header(cfg, chosen=args.threads is not None)
     print("\n".join(notes), flush=True)
     ceilings = bench.measure_ceilings(cfg.device, dtype=cfg.dtype, threads=cfg.threads)
@@ -183,6 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         if r.status != "ok" and r.mode == cfg.modes[0]:
             print(f"  n={r.seq_len} {r.variant}: {r.status} ({r.note})")
+    if args.record:
+        from tools.site import results
+
+        results.record_bench(rows, device_name(cfg.device), load_at_start)
     print(
         f"Wrote {csv_path}, bench.md (every table), bench.png and roofline.png in {out} "
         f"({time.perf_counter() - start:.0f} s)."

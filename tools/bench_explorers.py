@@ -229,6 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         help=f"explorers to time (default: all of {', '.join(names)})",
     )
+    parser.add_argument(
+        "--record", action="store_true", help="write the rows into docs/results/explorers.json"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -237,9 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'explorer':20s} {'ch':>6s} {'changes':>7s} {'median':>7s} {'p10-p90':>11s} {'best pass':>9s} "
         f"{'first':>6s}  (ms)"
     )
-    over = []
+    over, timings, load_at_start = [], [], os.getloadavg()[0]
     for name in args.names:
         t = time_explorer(name, args.runs)
+        timings.append(t)
         print(
             f"{name:20s} {chapter_of(name):>6s} {t.changes:7d} {t.median:7.0f} {t.p10:5.0f}-{t.p90:<5.0f} "
             f"{t.best_pass:9.0f} {t.first:6.0f}",
@@ -248,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if t.median > BUDGET_MS:
             over.append(name)
     print(f"{load_line()} after")
+    if args.record:
+        from tools.site import results
+
+        chapters = {name: chapter_of(name) for name in args.names}
+        results.record_explorers(timings, chapters, load_at_start)
     print(
         f"over {BUDGET_MS:.0f} ms median: {', '.join(over)}"
         if over

@@ -42,6 +42,9 @@ SHORTCUTS = {
     "mha": ("multi_head_attention_forward", "nn.MultiheadAttention"),
     "flex": ("flex_attention", "FlexAttention"),
 }
+# The module of a shortcut that an older supported torch lacks (FlexAttention came with 2.5): on
+# such a torch the student's attempt dies in its import, before any call can be watched.
+SHORTCUT_MODULES = {"torch.nn.attention.flex_attention": "flex_attention"}
 _COURSE = str(Path(course_utils.__file__).resolve().parent)  # .../course_utils
 _TORCH = str(Path(torch.__file__).resolve().parent)
 _HERE = __file__
@@ -105,6 +108,28 @@ def _students_frame(frame) -> bool:
             return False  # a check calling the course's code as its reference
         frame = frame.f_back
     return False
+
+
+def imported_shortcut(failure: BaseException, forbidden: dict[str, str]) -> str | None:
+    """The forbidden shortcut whose missing module the student's code tried to import, behind a
+    relayed crash (``failure``'s causes); None when there is none."""
+    exc, seen = failure, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        function = SHORTCUT_MODULES.get(getattr(exc, "name", None) or "")
+        if isinstance(exc, ImportError) and function in forbidden:
+            frames = [tb.tb_frame for tb in _tracebacks(exc.__traceback__)]
+            frames = [f for f in frames if not f.f_code.co_filename.startswith("<frozen")]
+            if frames and _students_frame(frames[-1]):  # the import statement is the student's
+                return forbidden[function]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _tracebacks(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
 
 
 class _Watch(TorchFunctionMode):
@@ -185,6 +210,8 @@ def guard(check):
                 shown=shown(given),
                 how=f" (it calls the course's {watch.delegated} to do the work)",
             )
+        if watch.shortcut is None and failure is not None:
+            watch.shortcut = imported_shortcut(failure, forbidden)
         if watch.shortcut:
             raise Check(name).bug(
                 "shortcut_not_allowed",

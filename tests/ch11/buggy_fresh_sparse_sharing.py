@@ -27,14 +27,16 @@ def sparse_doge_topk_before_causal(q, k, v, index_scores, topk):
 # osaurus-ai/vmlx-swift PR #429 (Glm5NextSparseAttention): "Below index_topk the selection is skipped
 # on purpose ... But on that path effectiveMask stays exactly what arrived, which is always nil ...
 # Prefill below index_topk was therefore bidirectional". Cause: no causal mask when k covers all
-# the keys (the future is attended).
+# the keys (the future is attended). The selecting path keeps only causal keys (& causal), as the
+# thread reports no defect there; without it this answer also filled short rows with later keys
+# (sparse_lattice_finite_sentinel's bug), and behaved exactly like that one.
 def sparse_vmlx_skip_selection_without_mask(q, k, v, index_scores, topk):
     n, N = q.shape[-2], k.shape[-2]
     if N <= topk:  # the selection is skipped: every key is kept
         return torch.softmax(q @ k.mT / q.shape[-1] ** 0.5, dim=-1) @ v
     causal = sliding_window_mask(n, N, N, device=q.device)
     chosen = index_scores.masked_fill(~causal, -torch.inf).topk(topk, dim=-1).indices
-    keep = torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, chosen, True)
+    keep = torch.zeros_like(index_scores, dtype=torch.bool).scatter(-1, chosen, True) & causal
     return attend(q, k, v, keep[:, None])
 
 

@@ -77,7 +77,7 @@ def one_too_many(q, k, v, index_scores, topk):
 SPARSE_BUGS = [
     (topk_then_mask, "sparse_topk_over_future"),
     (no_causal_mask, "sparse_sees_future"),
-    (gather_fills_future, "sparse_sees_future"),
+    (gather_fills_future, "sparse_topk_takes_future"),
     (by_attention_scores, "sparse_selects_by_attention"),
     (top_left, "sparse_queries_top_left"),
     (strictly_above_kth, "sparse_keeps_wrong_count"),

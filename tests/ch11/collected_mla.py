@@ -213,7 +213,7 @@ COLLECTED = [
             "kv_values_forgotten",
         ),
     ),  # fmt: skip
-    (BYTES, kv_hsliuustc_gib, ("kv_not_a_count",)),
+    (BYTES, kv_hsliuustc_gib, ("kv_in_gib",)),
     (BYTES, kv_rasbt_swa_default_ratio, ("kv_window_everywhere", *LAYOUT_SLIPS[1:])),
     (MLA, mla_ambisinister_rope_width, ("mla_rope_frequencies_of_head_width",)),
     (MLA, mla_ambisinister_ropeless, ("mla_rope_part_missing", "mla_scale_without_rope")),

@@ -310,8 +310,8 @@ COLLECTED = [
     (DELTA, delta_fla_state_layout, ("recurrence_state_transposed",)),
     (DELTA, delta_fla_deltanet, ("delta_gate_ignored", "delta_query_scaled")),
     (DELTA, delta_vllm_inplace_final_state, ("recurrence_state_modified",)),
-    (SPARSE, sparse_osil_minus_1e9, ("sparse_sees_future", "sparse_queries_top_left")),
-    (SPARSE, sparse_fla_padding_as_index, ("sparse_sees_future",)),
+    (SPARSE, sparse_osil_minus_1e9, ("sparse_topk_takes_future",)),
+    (SPARSE, sparse_fla_padding_as_index, ("sparse_topk_takes_future",)),
     (SPARSE, sparse_topk_unclamped, ("sparse_topk_over_length",)),
     (SHARE, share_sdpa_is_causal, ("is_causal_top_left",)),
 ]

@@ -3,6 +3,8 @@
 Generated from solutions/10_transformer.ipynb by `make exercises`; do not edit: edit the notebook.
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -11,9 +13,10 @@ from ..ch05 import MultiHeadAttention
 from ..ch06 import copy_into_torch_mha, merge_heads, split_heads
 
 __all__ = [
-    "Attention", "TransformerBlock", "copy_into_encoder_layer", "sinusoidal_positions", "alibi_bias",
-    "DecoderBlock", "copy_into_decoder_layer", "packed_causal_mask", "masked_block_attention",
-    "repeated_spans", "AttentionOnlyLM", "copy_accuracy", "head_scores",
+    "Attention", "LayerNorm", "gelu", "GELU", "TransformerBlock", "copy_into_encoder_layer", "RMSNorm",
+    "SwiGLU", "sinusoidal_positions", "alibi_slopes", "alibi_bias", "DecoderBlock",
+    "copy_into_decoder_layer", "packed_causal_mask", "masked_block_attention", "repeated_spans",
+    "AttentionOnlyLM", "copy_accuracy", "head_scores",
 ]
 
 
@@ -43,13 +46,49 @@ class Attention(MultiHeadAttention):
         return self.out_proj(merge_heads(weights @ v))  # (b, n, d_out)
 
 
+class LayerNorm(nn.Module):
+    """Normalises every vector over its last axis (d features), then scales and shifts it."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))  # (d,): the scale, gamma
+        self.bias = nn.Parameter(torch.zeros(d))  # (d,): the shift, beta
+        self.eps = eps
+
+    def forward(self, x):
+        """x: (..., d) -> (..., d)."""
+        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
+        variance = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1): divided by d, not d - 1
+        return (x - mean) / torch.sqrt(variance + self.eps) * self.weight + self.bias
+
+
+def gelu(x, approximate="none"):
+    """GELU of every element of x: exact (erf) for approximate="none", the tanh form for "tanh"."""
+    if approximate == "none":
+        return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
+    if approximate == "tanh":
+        return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    raise ValueError(f"approximate must be 'none' or 'tanh', but got {approximate!r}")
+
+
+class GELU(nn.Module):
+    """Your gelu as a layer; approximate="tanh" gives GPT-2's form."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return gelu(x, self.approximate)
+
+
 class TransformerBlock(nn.Module):
     def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, norm_first=True, causal=True):
         super().__init__()
         self.attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=causal)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), GELU(), nn.Linear(d_ff, d_model))
         self.drop = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -73,8 +112,38 @@ def copy_into_encoder_layer(block, layer):
             theirs.bias.copy_(ours.bias)
 
 
+class RMSNorm(nn.Module):
+    """Divides every vector by its root mean square over the last axis, then scales it."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))  # (d,): the scale, gamma
+        self.eps = eps
+
+    def forward(self, x):
+        """x: (..., d) -> (..., d)."""
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # (..., 1)
+        return x / torch.sqrt(mean_square + self.eps) * self.weight
+
+
+class SwiGLU(nn.Module):
+    """Llama's feed-forward network: w2(silu(w1(x)) * w3(x)), no biases."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=False)  # the gate: goes through SiLU
+        self.w3 = nn.Linear(d_model, d_ff, bias=False)  # the up projection: multiplied by the gate
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)  # the down projection, back to d_model
+
+    def forward(self, x):
+        """x: (..., d_model) -> (..., d_model)."""
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
 def sinusoidal_positions(n, d):
     """(n, d): row p is the encoding of position p, sin(p w_i) at feature 2i, cos(p w_i) at 2i + 1."""
+    if d % 2:
+        raise ValueError(f"sinusoidal_positions needs an even width d (sine/cosine pairs), but got d={d}")
     p = torch.arange(n, dtype=torch.float32)[:, None]  # (n, 1)
     omega = 10_000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # (d/2,): one per pair
     table = torch.zeros(n, d)  # (n, d)
@@ -83,11 +152,19 @@ def sinusoidal_positions(n, d):
     return table
 
 
+def alibi_slopes(num_heads):
+    """(num_heads,) ALiBi slopes: the closest power of two's geometric sequence, then every other
+    slope of the sequence for twice that many heads."""
+    closest = 2 ** math.floor(math.log2(num_heads))  # the closest power of two at or below num_heads
+    base = 2.0 ** (-8.0 * torch.arange(1, closest + 1) / closest)  # (closest,)
+    extra = 2.0 ** (-8.0 * torch.arange(1, 2 * (num_heads - closest) + 1, 2) / (2 * closest))  # (num_heads - closest,)
+    return torch.cat([base, extra]).float()  # (num_heads,)
+
+
 def alibi_bias(n, num_heads):
     """(h, n, n) additive bias: -m_h * (i - j) for keys j <= i, -inf for future keys."""
-    slopes = 2.0 ** (-8.0 * torch.arange(1, num_heads + 1) / num_heads)  # (h,)
     distance = torch.arange(n)[:, None] - torch.arange(n)[None, :]  # (n, n): i - j
-    bias = slopes[:, None, None] * -distance  # (h, n, n): 0 on the diagonal, more negative further back
+    bias = alibi_slopes(num_heads)[:, None, None] * -distance  # (h, n, n): 0 on the diagonal, more negative further back
     return bias.masked_fill(distance < 0, -torch.inf)  # (h, n, n): causal too
 
 
@@ -96,10 +173,10 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.self_attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=True)
         self.cross_attn = Attention(d_model, d_model, context_length, dropout, num_heads, qkv_bias=True, causal=False)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
+        self.norm1 = LayerNorm(d_model)
+        self.norm2 = LayerNorm(d_model)
+        self.norm3 = LayerNorm(d_model)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), GELU(), nn.Linear(d_ff, d_model))
         self.drop = nn.Dropout(dropout)
         self.norm_first = norm_first
 
@@ -200,5 +277,6 @@ def head_scores(model, ids, predictable, length):
     previous = torch.diagonal(maps, offset=-1, dim1=-2, dim2=-1).mean(dim=(1, 3))  # (layers, h)
     rows, queries = predictable.nonzero(as_tuple=True)  # one entry per predictable query
     target = queries - length[rows] + 1  # the key right after the query token's earlier occurrence
-    induction = maps[:, rows, :, queries, target].mean(dim=1)  # (layers, h)
+    per_query = maps.permute(1, 3, 4, 0, 2)[rows, queries, target]  # (q, layers, h): indexed axes first
+    induction = per_query.mean(dim=0)  # (layers, h): the mean over the predictable queries
     return previous, induction

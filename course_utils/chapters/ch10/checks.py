@@ -436,3 +436,8 @@ __all__ = [
     "check_sinusoidal_positions",
     "check_transformer_block",
 ]
+
+from . import checks_norms  # noqa: E402  (chapter 10's norms, GELU, SwiGLU and ALiBi)
+from .checks_norms import *  # noqa: E402, F403
+
+__all__ += checks_norms.__all__

@@ -4,6 +4,7 @@ switches default to the right computation, each other value reproduces a mistake
 from __future__ import annotations
 
 import math
+import numbers
 from functools import partial
 from itertools import combinations
 
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from course_utils.checks import _engine as E
 
 from . import sparse_shared
-from .sparse_shared import backward, call, f64, variants
+from .probes import backward, call, f64, finite_when_large, keeps_float64, replay, variants
 
 check_sparse_attention = sparse_shared.check_sparse_attention  # and its helpers' home
 check_shared_kv_forward = sparse_shared.check_shared_kv_forward
@@ -33,12 +34,16 @@ def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, 
         per_token *= 2 if on("latent_twice") else lay.kv_heads if on("latent_per_head") else 1
     windowed = caches if on("window_everywhere") else min(lay.windowed_caches, caches)
     held = context if (on("window_ignored") or not lay.window) else min(context, lay.window)
+    held = 0 if on("windowed_dropped") else held
     return batch * (windowed * held + (caches - windowed) * context) * per_token * bytes_per_value
 
 
 SLIPS = "values_forgotten window_ignored window_everywhere latent_ignored latent_per_head"
-SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored".split()  # kv_<slip> in mistakes
-FACTORS = ("kv_layers_ignored", "kv_batch_ignored", "kv_bytes_per_value_ignored")
+SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored windowed_dropped".split()
+# FACTORS, mistake: (layers, kv heads of 8, batch, bytes, how many times the count of (4, 2, 1, 1) it
+# then gives, 10 tokens; the right count grows 2, 3, 3 and 4 times)
+FACTORS = {"kv_heads_squared": (4, 4, 1, 1, 4), "kv_layers_ignored": (12, 2, 1, 1, 1)}
+FACTORS |= {"kv_batch_ignored": (4, 2, 3, 1, 1), "kv_bytes_per_value_ignored": (4, 2, 1, 4, 1)}
 
 
 def _byte_cases():
@@ -53,13 +58,32 @@ def _byte_cases():
 
 
 def _count(c: E.Check, fn, label, layout, context, batch, size):
-    """(the call in words, fn's count as an int); a count that is not a whole number is kv_not_a_count."""
+    """(the call in words, fn's count as an int): an int, a NumPy integer or a one-number integer
+    tensor; anything else (None, text, NaN or infinity, a fraction, a float) is named."""
     what = f"kv_cache_bytes(<{label}>, {context}, batch={batch}, bytes_per_value={size})"
     got = c.call(fn, layout, context, batch=batch, bytes_per_value=size, what=what)
-    number = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
-    if isinstance(number, (int, float)) and not isinstance(number, bool) and number == int(number):
-        return what, int(number)
-    raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
+    n = got.item() if isinstance(got, torch.Tensor) and got.numel() == 1 else got
+    if isinstance(n, bool) or not isinstance(n, numbers.Real):
+        raise c.bug("kv_not_a_count", what=what, got=E.shown(got))
+    if isinstance(n, numbers.Integral):
+        return what, int(n)
+    bug = "kv_not_finite" if not math.isfinite(n) else "kv_in_gib" if n % 1 else "kv_not_an_int"
+    raise c.bug(bug, what=what, got=E.shown(got))
+
+
+def _explained(lay, context, batch, size) -> str:
+    """The right count and its factors, in words."""
+    caches, w = lay.layers // lay.layers_per_cache, lay.windowed_caches
+    per = lay.latent_dim + lay.rope_dim if lay.latent_dim else 2 * lay.kv_heads * lay.head_dim
+    many = lambda n, word: f"{n:,} {word}{'s' * (n != 1)}"
+    held = [f"{many(w, 'windowed cache')} x {many(min(context, lay.window or context), 'token')}"]
+    held = held * bool(w) + [f"{many(caches - w, 'cache')} x {many(context, 'token')}"] * (
+        caches > w
+    )
+    return (
+        f"{cache_bytes(lay, context, batch, size):,} = {batch} x ({' + '.join(held)}) x "
+        f"{per:,} numbers per token x {many(size, 'byte')}"
+    )
 
 
 def check_kv_cache_bytes(fn) -> None:
@@ -70,19 +94,27 @@ def check_kv_cache_bytes(fn) -> None:
     with E.isolated():
         answers = [(*_count(c, fn, *case), case[1:]) for case in _byte_cases()]
         wrong = [(what, n, case) for what, n, case in answers if n != cache_bytes(*case)]
-        if wrong:  # a factor that changes nothing, else up to three slips that explain every answer
-            KV, label = E.chapters().KVLayout, "4 or 12 layers, 2 kv heads of 8"
-            calls = ((KV(4, 2, 8), 10, 1, 1), (KV(12, 2, 8), 10, 1, 1), (KV(4, 2, 8), 10, 3, 1))
-            counts = [_count(c, fn, label, *args) for args in (*calls, (KV(4, 2, 8), 10, 1, 4))]
-            for bug, (what, n) in zip(FACTORS, counts[1:]):
-                if n == counts[0][1]:
-                    raise c.bug(bug, f"{counts[0][0]} and {what} both gave {n:,}.")
+        if wrong:  # wrapped at 2**32; factors that change nothing; else slips that explain them all
+            what, n, case = wrong[0]
+            expected = f"For {what}: got {n:,}, expected {_explained(*case)}."
+            if all((n - cache_bytes(*case)) % 2**32 == 0 for _, n, case in wrong):
+                raise c.bug("kv_int32_overflow", expected)
+            KV = E.chapters().KVLayout
+            probe = lambda L, h, *rest: _count(
+                c, fn, f"{L} layers, {h} kv heads of 8", KV(L, h, 8), 10, *rest
+            )
+            (base, n0), found = probe(4, 2, 1, 1), []
+            for bug, (*args, factor) in FACTORS.items():
+                other, n1 = probe(*args)
+                if n0 and n1 == n0 * factor:
+                    found.append((bug, f"{base} gave {n0:,}, {other} {n1:,}."))
+            if found:  # the first named; any other said before it
+                also = [E.MISTAKES[bug].diagnosis for bug, _ in found[1:]]
+                raise c.bug(found[0][0], "\n".join([" ".join(t for _, t in found), *also]))
             fits = lambda co: all(
                 n == cache_bytes(*a, **dict.fromkeys(co, 1)) for _, n, a in answers
             )
             fit = [co[0] for r in (1, 2, 3) for co in combinations(SLIPS, r) if fits(co)]
-            what, n, case = wrong[0]
-            expected = f"For {what}: got {n:,}, expected {cache_bytes(*case):,}."
             raise c.bug(f"kv_{fit[0]}" if fit else "kv_count_wrong", expected)
     c.passed(
         f"right on {len(answers)} cases: the six published layouts, sharing, "
@@ -99,18 +131,22 @@ def mla_reference(x, w, cache=None, **slip):
     base = 10_000.0 ** (dr / hd if on("rope_width") else 1)  # rope_width: an hd-wide head's
     rope = partial(ch.apply_rope_interleaved if on("interleaved") else ch.apply_rope, base=base)
     positions = torch.arange(n) + (0 if cache is None or on("restart") else cache[0].shape[1])
-    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, positions)  # (b, n, dc), (b, n, dr)
+    k_at, q_at = positions * (not on("over_heads")), positions + n * bool(on("shift"))
+    latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, k_at)  # (b, n, dc), (b, n, dr)
     if cache is not None:
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
     N = latent.shape[1]
+    keys = rope(rope_keys, torch.arange(N)) if on("rerotate") else rope_keys  # rotated twice
     views = {"T": lambda m: m.view(h, dc, hd).mT, "flat": lambda m: m.T.reshape(h, dc, hd).mT}
     views["heads_last"] = lambda m: m.view(hd, h, dc).transpose(0, 1)  # each (h, hd, dc)
     ups = (W["w_uv"], W["w_uk"]) if on("swap") else (W["w_uk"], W["w_uv"])
     ups = [views.get(on(side), lambda m: m.view(h, hd, dc))(m) for side, m in zip("kv", ups)]
     k, v = (latent[:, None] @ m.mT for m in ups)  # (b, h, N, hd) each
     q = (x @ W["w_q"].T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
-    q_rope = rope((x @ W["w_qr"].T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
-    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ rope_keys[:, None].mT)  # (b, h, n, N)
+    q_rope = (x @ W["w_qr"].T).view(b, n, h, dr)  # over_heads: turned by the head's index
+    q_rope = rope(q_rope, torch.arange(h)) if on("over_heads") else q_rope
+    q_rope = q_rope.transpose(1, 2) if on("over_heads") else rope(q_rope.transpose(1, 2), q_at)
+    scores = q @ k.mT + (0 if on("no_rope") else q_rope @ keys[:, None].mT)  # (b, h, n, N)
     width = {"hd": hd, "latent": dc + dr, "model": d // h}.get(on("scale"), hd + dr)
     first = 0 if on("mask") == "top_left" else N - n
     allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)[None, :]  # (n, N)
@@ -136,6 +172,9 @@ MLA_BUGS = [  # (mistake, switches of mla_reference): W_uk (k) or W_uv (v) cut i
     ("mla_not_causal", {"mask": "prefill"}),
     ("mla_rope_interleaved", {"interleaved": True}),
     ("mla_rope_frequencies_of_head_width", {"rope_width": True}),
+    ("mla_rope_keys_rotated_twice", {"rerotate": True}),
+    ("mla_rope_over_heads", {"over_heads": True}),
+    ("mla_query_positions_shifted", {"shift": True}),
 ]
 # (batch, d, heads, head_dim, latent, rope_dim, seed); the second has head_dim == latent width
 MLA_CASES = ((2, 16, 4, 8, 6, 4, 1101), (1, 12, 3, 4, 4, 2, 1102), (2, 20, 2, 6, 10, 6, 1103))
@@ -202,13 +241,17 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
                     _check_cache(c, cache, f"After {after}:", w, latent[:, :hi])
                 wrong = variants(partial(_steps, mla_reference), MLA_BUGS, x, steps, w, pairs=True)
                 c.compare(f64(out), ref, f"For {what}{how}:", wrong, atol=1e-4)
+            again = f"{form}(x, w, cache) on token 3 again, handed the cache of tokens 0 to 2"
+            replay(c, fn, (x[:, 3:4], w, caches[0]), ref[:, 3:4], again)
             # the last step again as if x, every weight of w and the cache were on another device
             last, placed = x[:, -1:], [t for n, t in vars(w).items() if n.startswith("w_")]
             step = lambda *placed: fn(last, w, tuple(cache))  # the tensors given are placed
             E.probe_device(
                 c, None, [last, *cache, *placed], f"For {what}, on another device:", fn=step
             )
-        backward(c, fn, (x, w, None), ("x", "w", "cache"), "xw", f"{what}, in one pass")
+        backward(c, fn, (x, w, None), ("x", "w", "cache"), ("x", "w"), what, mla_reference)
+        keeps_float64(c, fn, (x, w), what)
+        finite_when_large(c, fn, (30 * x, w), f"{what}, x times 30")
         if form == "mla_absorbed":
             _builds_no_keys(c, fn)
     built = ", building no key or value of width hd" if form == "mla_absorbed" else ""
@@ -238,7 +281,7 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
     fq, fk, v = phi(f64(q)) * q.shape[-1] ** (-0.5 if on("q_scale") else 0), phi(f64(k)), f64(v)
     b, h, n, dk = fq.shape
     S, z = (torch.zeros(b, h, dk, v.shape[-1]), torch.zeros(b, h, dk)) if state is None else state
-    S, z, outs, c = S.double(), z.double(), [], chunk or 1
+    S, z, outs, c = S.double(), z.double() * (0 if on("z_restart") else 1), [], chunk or 1
     for lo in range(0, n, c):
         hi = min(lo + c, n)
         if on("drop_last") and hi - lo < c:  # the last, shorter chunk left out (zeros)
@@ -251,7 +294,9 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
         z_read = z + ck.sum(2) if on("first") in ("both", "all") else z
         normaliser = scores.sum(-1, keepdim=True) + cq @ z_read[..., None]  # (b, h, c, 1)
         top = scores @ cv + cq @ S_read
-        outs.append(top if on("no_norm") else top / normaliser)
+        if on("per_feature"):  # each row of the state divided by its entry of z (chunks of 1)
+            top, normaliser = cq @ ((S + ck.mT @ cv) / (z + ck.sum(2))[..., None]), 1
+        outs.append(top if on("no_norm") else top * normaliser if on("times") else top / normaliser)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
@@ -277,17 +322,20 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
     return torch.stack(outs, 2), S
 
 
-CHUNK_BUGS = [  # the recurrence's (LINEAR_BUGS) are its first four and its own order slip
+CHUNK_BUGS = [  # the recurrence's (LINEAR_BUGS) are its first five and its own slips
     ("linear_no_normaliser", {"no_norm": True}),
     ("linear_no_normaliser", {"no_norm": True, "q_scale": True}),
     ("linear_feature_map_wrong", {"phi": "none"}),
     ("linear_feature_map_wrong", {"phi": "relu"}),
+    ("linear_normaliser_multiplied", {"times": True}),
     ("chunk_diagonal_dropped", {"strict": True}),
     *(("chunk_state_includes_chunk", {"first": first}) for first in ("all", "both", "S")),
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),
     ("chunk_last_partial", {"drop_last": True}),
 ]
-LINEAR_BUGS = [*CHUNK_BUGS[:4], ("linear_reads_before_write", {"before": True})]
+LINEAR_BUGS = [*CHUNK_BUGS[:5], ("linear_reads_before_write", {"before": True})]
+LINEAR_BUGS += [("linear_normaliser_per_feature", {"per_feature": 1})]
+LINEAR_BUGS += [("linear_normaliser_restarts", {"z_restart": 1})]
 DELTA = "gate_on_write erase_ungated no_erase reads_before_write:before outer_transposed:transposed"
 DELTA += " gate_ignored:no_gate query_scaled:q_scale gate_exponentiated:exp_gate"  # id:switch
 DELTA_BUGS = [(f"delta_{b.split(':')[0]}", {b.split(":")[-1]: True}) for b in DELTA.split()]
@@ -340,7 +388,8 @@ def _check_recurrence(fn, name, reference, bugs, delta=False):
             ignored = ("recurrence_state_ignored", lambda: reference(*tail)[0])
             continued = f64(run((*tail, state), then)[0])
             c.compare(continued, in_two()[0], f"For {then}:", [ignored, *variants(in_two, bugs)])
-            backward(c, fn, inputs, names, names[:-1], what)
+            backward(c, fn, inputs, names, names[:-1], what, reference)
+            keeps_float64(c, fn, inputs, what)
             E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
     c.passed(
         f"right on {len(RECURRENT_CASES)} shapes, continues from a given state without changing it "
@@ -377,7 +426,9 @@ def check_linear_attention_chunked(fn) -> None:
             got, ref = f64(c.expect_tensor_output(got, what, (2, 2, 10, 3))), linear_reference
             wrong = variants(partial(ref, chunk=chunk), CHUNK_BUGS, q, k, v, pairs=True)
             c.compare(got, expected, f"For {what}:", wrong)
-        backward(c, fn, (q, k, v, 4), "qkv", "qkv", "linear_attention_chunked(q, k, v, chunk=4)")
+        what, ref = "linear_attention_chunked(q, k, v, chunk=4) on 10 tokens", linear_reference
+        backward(c, fn, (q, k, v, 4), "qkv", tuple("qkv"), what, lambda *a: ref(*a[:3]))
+        keeps_float64(c, fn, (q, k, v, 4), what)
         E.probe_device(c, None, [q, k, v], "For chunk=4, on a device:", fn=lambda *t: fn(*t, 4))
     c.passed(
         "equals the quadratic form for chunks of 1, 3, 4, 5, 7, 10 and 16 tokens (10 tokens in all)",
