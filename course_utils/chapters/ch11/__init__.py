@@ -4,8 +4,7 @@ Generated from solutions/11_past_the_kv_wall.ipynb by `make exercises`; do not e
 """
 
 import math
-from dataclasses import dataclass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
