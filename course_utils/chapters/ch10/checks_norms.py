@@ -1,7 +1,8 @@
 """Self-checks of chapter 10's own parts: LayerNorm, GELU, RMSNorm, SwiGLU, and ALiBi's slopes and
 bias. A wrong result is named by the keyword switch of one reference function that reproduces it
 (``c.compare``); every check also probes as a grader would: another shape on a second call, float64,
-train mode, gradients, the caller's tensor left untouched, another device, bad input."""
+train mode, gradients against the reference's, large inputs, the caller's tensor and torch's random
+state left untouched, another device (the result made there too), bad input."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils.checks import _engine as E
+
+from .probes import call_clean, on_device, overflows
 
 
 # --------------------------------------------------------------------------- references
@@ -114,21 +117,28 @@ BIAS_BUGS += [("alibi_bias_not_causal", {"unmasked": 1}), ("alibi_bias_transpose
 
 
 # --------------------------------------------------------------------------- probes
-def _probe(c, run, x, expected, where, variants, params=None):
-    """``run`` (the student's layer or function) against ``expected`` (float64) on ``x`` and on a
-    second call of another shape; the caller's tensor, float64, train mode, gradients to x and to
+def _probe(c, run, x, expected, where, variants, params=None, large=None):
+    """``run`` (the student's layer or function) against ``expected`` (float64) on ``x``, on a
+    second call of another shape and on ``large`` ((input, words, the mistake a difference there
+    names)); the caller's tensor and random state, float64, train mode, gradients to x and to
     ``params`` ({name: parameter}), another device."""
     __tracebackhide__ = True
-    for i, xi in enumerate((x, x[0, 1:].contiguous())):
-        what = f"{where} on a tensor of shape {tuple(xi.shape)}"
+    calls = [(x, "", None), (x[0, 1:].contiguous(), "", None), *([large] if large else [])]
+    for i, (xi, how, bug) in enumerate(calls):
+        what = f"{where} on a tensor of shape {tuple(xi.shape)}{how}"
         with E.isolated():
             try:
-                got = c.expect_tensor_output(c.call_pure(run, [xi], what=what), what, xi.shape)
+                got = c.expect_tensor_output(call_clean(c, run, [xi], what=what), what, xi.shape)
             except E.CheckFailure as failure:
-                if i == 0 or failure.bug:
+                if i != 1 or failure.bug:
                     raise
                 raise c.bug("layer_fixed_rank", what=where, error=failure.diagnosis) from None
-            c.compare(got, expected(xi), f"{what}:", [(b, partial(v, xi)) for b, v in variants])
+            want = expected(xi)
+            named = [(b, partial(v, xi)) for b, v in variants] if i < 2 else []
+            named += [("layer_overflows", partial(overflows, got, want))]  # after the formulas
+            named += [(bug, lambda: got)] if bug else []  # large: right before, wrong only here
+            atol = 2e-3 if how else E.ATOL  # float32 sums of numbers near 1e3 or 1e4
+            c.compare(got, want, f"{what}:", named, atol=atol, detail={"what": "Its output"})
     mod, params = (run if isinstance(run, nn.Module) else None), params or {}
     with E.isolated():
         got = c.call(mod.double() if mod else run, x.double(), what=f"{where} on float64 input")
@@ -142,20 +152,29 @@ def _probe(c, run, x, expected, where, variants, params=None):
             raise c.bug("layer_dtype_changed", what=where, found="float64 with float32's precision")
         if mod and not E.same(c.call(mod.train(), x, what=f"{where} in train mode"), expected(x)):
             raise c.bug("layer_train_mode_differs", what=where)
-    xg, names = x.clone().requires_grad_(), ["the input x", *params]
-    with E.preserved_rng(), torch.enable_grad():
-        want = torch.autograd.grad(expected(xg).sum(), [xg, *params.values()], allow_unused=True)
-        out = c.call(run, xg, what=f"{where} in training")
-        if not getattr(out, "requires_grad", False):
-            raise c.bug("gradient_blocked", f"{where}:", detail="the output carries no gradient")
-        try:
-            got = torch.autograd.grad(out.sum(), [xg, *params.values()], allow_unused=True)
-        except RuntimeError as exc:
-            raise c.bug("inplace_breaks_autograd", f"{where}:", error=str(exc)[:80]) from None
-    for name, g, w in zip(names, got, want):
-        if (g is None) != (w is None) or (g is not None and not E.same(g, w)):
-            raise c.bug("gradient_blocked", f"{where}:", detail=f"{name} gets a wrong gradient")
-    E.probe_device(c, mod, x, f"{where}:", fn=None if mod else run)
+    names = ["the input x", *params]
+    for xi, how, _ in calls[::2]:  # gradients on x and on the large input
+        xg, shape = xi.clone().requires_grad_(), tuple(xi.shape)
+        where_how = f"{where} on a tensor of shape {shape}{how}, in training:"
+        atol = 2e-3 if how else E.ATOL
+        with E.preserved_rng(), torch.enable_grad():
+            want = torch.autograd.grad(
+                expected(xg).sum(), [xg, *params.values()], allow_unused=True
+            )
+            out = c.call(run, xg, what=f"{where} in training")
+            if not getattr(out, "requires_grad", False):
+                raise c.bug("gradient_blocked", where_how, detail="the output carries no gradient")
+            try:
+                got = torch.autograd.grad(out.sum(), [xg, *params.values()], allow_unused=True)
+            except RuntimeError as exc:
+                raise c.bug("inplace_breaks_autograd", where_how, error=str(exc)[:80]) from None
+        for name, g, w in zip(names, got, want):
+            if g is not None and w is not None and overflows(g, w) is not None:
+                raise c.bug("layer_overflows", where_how, what=f"The gradient of {name}")
+            if (g is None) != (w is None) or (g is not None and not E.same(g, w, atol=atol)):
+                raise c.bug("gradient_blocked", where_how, detail=f"{name} gets a wrong gradient")
+    owned = [*mod.parameters(), *mod.buffers()] if mod else []
+    on_device(c, mod or run, [x], f"{where}, on another device:", owned)
 
 
 def _inputs(d, seed):
@@ -177,7 +196,7 @@ def _layer(c, cls, args, names, seed):
     return module.eval(), parts, owner
 
 
-def _check_norm(c, cls, names, bugs, what):
+def _check_norm(c, cls, names, bugs, what, large=None):
     __tracebackhide__ = True
     c.ensure_class(cls, f"a class such as {what}")
     for d, seed in ((8, 1401), (13, 1402)):
@@ -188,13 +207,19 @@ def _check_norm(c, cls, names, bugs, what):
         w, b, eps = p["weight"], p.get("bias"), float(p["eps"])
         variants = [(bug, lambda x, s=s: _norm(x, w, b, eps, **s)) for bug, s in bugs]
         params = {f"the {n}": p[n] for n in names}
-        _probe(c, module, _inputs(d, seed), lambda x: _norm(x, w, b, eps), owner, variants, params)
-    c.passed("right for d = 8 and 13 (tiny, constant rows too), any shape, float64, training")
+        big = (E.randn(2, 4, d, seed=seed) + 1000, " whose features are 1000 ± 1", large)
+        ref = lambda x: _norm(x, w, b, eps)  # noqa: E731
+        _probe(c, module, _inputs(d, seed), ref, owner, variants, params, big)
+    c.passed(
+        "right for d = 8 and 13 (tiny, constant, mean-1000 rows too) on (b, n, d) and (n, d), "
+        "float64, training, gradients, on another device"
+    )
 
 
 def check_layer_norm(cls: type) -> None:
     """Check ``LayerNorm(d, eps=1e-5)``: (x - mean) / sqrt(biased var + eps) * weight + bias."""
-    _check_norm(E.Check("check_layer_norm"), cls, ("weight", "bias"), LN_BUGS, "LayerNorm")
+    c, names = E.Check("check_layer_norm"), ("weight", "bias")
+    _check_norm(c, cls, names, LN_BUGS, "LayerNorm", "ln_variance_cancels")
 
 
 def check_rms_norm(cls: type) -> None:
@@ -223,7 +248,10 @@ def check_gelu(fn: object) -> None:
         raise c.bug(bad, detail=f"raised {type(exc).__name__}") from None
     else:
         raise c.bug(bad, detail="returned a result")
-    c.passed("both forms right from -30 to 30, any shape, float64, gradients; 'exact' refused")
+    c.passed(
+        "both forms right from -30 to 30 on 3-D and 2-D inputs, float64, gradients, on another "
+        "device; 'exact' refused"
+    )
 
 
 def check_swiglu(cls: type) -> None:
@@ -244,8 +272,12 @@ def check_swiglu(cls: type) -> None:
 
         variants = [(bug, partial(ref, **s)) for bug, s in SWIGLU_BUGS]
         params = {f"the weight of {n}": v.weight for n, v in p.items()}
-        _probe(c, module, _inputs(d, seed), ref, owner, variants, params)
-    c.passed("right on two sizes, any shape, float64, training, gradients to x, w1, w2, w3")
+        big = (_inputs(d, seed) * 100, " scaled by 100 (gates past 88)", None)
+        _probe(c, module, _inputs(d, seed), ref, owner, variants, params, big)
+    c.passed(
+        "right on two sizes, on (b, n, d) and (n, d), large inputs, float64, training, gradients "
+        "to x, w1, w2, w3, on another device"
+    )
 
 
 def check_alibi(alibi_slopes: object, alibi_bias: object) -> None:
@@ -258,7 +290,7 @@ def check_alibi(alibi_slopes: object, alibi_bias: object) -> None:
     for h in (1, 2, 3, 4, 6, 8, 12, 16, 20):
         what, p = f"alibi_slopes({h})", 2 ** math.floor(math.log2(h))
         with E.isolated():
-            got = c.expect_tensor_output(c.call(alibi_slopes, h, what=what), what)
+            got = c.expect_tensor_output(call_clean(c, alibi_slopes, [], h, what=what), what)
         if got.shape == (p,) != (h,):
             raise c.bug("alibi_closest_power_only", what=what, p=p, h=h)
         if c.expect_tensor_output(got, what, (h,)).dtype != torch.float32:
@@ -268,14 +300,18 @@ def check_alibi(alibi_slopes: object, alibi_bias: object) -> None:
     for n, h in ((5, 4), (6, 3), (1, 2), (7, 12), (5, 4)):  # (5, 4) twice: a second call
         what = f"alibi_bias({n}, {h})"
         with E.isolated():
-            got = c.expect_tensor_output(c.call(alibi_bias, n, h, what=what), what, (h, n, n))
+            got = call_clean(c, alibi_bias, [], n, h, what=what)
+            got = c.expect_tensor_output(got, what, (h, n, n))
         if got.dtype != torch.float32:
             raise c.bug("alibi_not_float32", what=what, dtype=got.dtype)
         own = ("alibi_bias_own_slopes", {"slopes": _slopes(h, one_line=True)})
         soft = [(bug, lambda s=s: _bias(n, h, **s).softmax(-1)) for bug, s in [*BIAS_BUGS, own]]
         where = f"{what}, as softmax weights (a constant per row does not count):"
         c.compare(got.double().softmax(-1), _bias(n, h).softmax(-1), where, soft)
-    c.passed("slopes right for 1 to 20 heads; the bias right as softmax weights, 1 to 7 tokens")
+    c.passed(
+        "slopes right for 9 head counts from 1 to 20; the bias right as softmax weights for 4 "
+        "sizes from 1 to 7 tokens, called twice"
+    )
 
 
 __all__ = ["check_alibi", "check_gelu", "check_layer_norm", "check_rms_norm", "check_swiglu"]
