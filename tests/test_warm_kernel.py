@@ -372,3 +372,25 @@ def cpu_seconds(server) -> float:
             continue
         total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def test_kernel_sockets_are_not_put_where_the_sandbox_has_its_own_tmp(tmp_path, monkeypatch):
+    """A home under /tmp (tests/nbgrader/test_readme_steps.py's HOME is pytest's tmp_path): the
+    kernels' runtime folder goes elsewhere, and a sandbox can bind it (it refused, and make grade
+    stopped before grading anyone)."""
+    import os
+
+    from tools.grading import kernels, sandbox
+
+    home = tmp_path / "home"
+    home.mkdir()
+    assert str(home.resolve()).startswith("/tmp/")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR", raising=False)
+    folder = kernels.runtime_folder()
+    try:
+        assert not any(folder.startswith(s + "/") for s in sandbox.SCRATCH), folder
+        sandbox.command(["true"], writable=[(folder, folder)])  # raised for a folder under /tmp
+    finally:
+        os.rmdir(folder)

@@ -41,9 +41,10 @@ def _free_port() -> int:
 
 
 def _bash(line: str, cwd: Path, env: dict) -> Path:
-    """Run one guide line in bash from ``cwd``; return the directory it leaves the shell in."""
+    """Run one guide line in bash from ``cwd``; return the directory it leaves the shell in. The
+    line's own exit status counts (``set -e``: a failing line is not hidden by the ``pwd``)."""
     done = subprocess.run(
-        ["bash", "-c", f"{line}\npwd"], cwd=cwd, env=env, capture_output=True, text=True
+        ["bash", "-c", f"set -e\n{line}\npwd"], cwd=cwd, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, f"guide step failed: {line}\n{done.stdout}\n{done.stderr}"
     warnings = [w for w in done.stderr.splitlines() if "db_assignments" in w or "db_students" in w]

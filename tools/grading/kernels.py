@@ -92,12 +92,25 @@ def runtime_folder() -> str:
     current = os.environ.get("JUPYTER_RUNTIME_DIR", "")
     if os.path.basename(current).startswith("cw-") and os.path.isdir(current):
         return current
-    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~")
-    if not os.access(base, os.W_OK) or len(base) > 40:
-        base = os.path.expanduser("~")
-    folder = tempfile.mkdtemp(prefix="cw-", dir=base)
+    folder = tempfile.mkdtemp(prefix="cw-", dir=runtime_base())
     os.environ["JUPYTER_RUNTIME_DIR"] = folder
     return folder
+
+
+def runtime_base() -> str:
+    """The first of $XDG_RUNTIME_DIR, ~ and /var/tmp that is writable, short (40 characters at
+    most) and not where a sandbox has its own scratch folder (a home under /tmp: the sandbox's
+    /tmp is a fresh one, and the connection file there would be out of the kernel's sight)."""
+    candidates = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.expanduser("~"), "/var/tmp"]
+    for base in filter(None, candidates):
+        real = os.path.realpath(base)
+        inside = any(real == s or real.startswith(s + "/") for s in sandbox.SCRATCH)
+        if os.access(base, os.W_OK) and len(real) <= 40 and not inside:
+            return real
+    raise RuntimeError(
+        f"no folder for the kernels' sockets: $XDG_RUNTIME_DIR, ~ and /var/tmp ({candidates}) "
+        "are all unwritable, longer than 40 characters or under /tmp, /dev/shm or /home/student"
+    )
 
 
 def install_kernelspec(folder: str) -> str:
