@@ -268,6 +268,35 @@ def test_a_wrapped_operator_reaches_the_checks_modes(judged):
     judged.end_check()
 
 
+def draws(x):
+    return x + torch.rand(())  # moves torch's random state: the judge takes the new one back
+
+
+class _Calls(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_checks_modes_see_the_students_calls_and_none_of_the_judges(judged):
+    """The judge's own torch calls (reading and setting the random state around a call) are not
+    shown to the check's modes: chapter 10's device probe counted the judge's
+    `get_rng_state().numpy()` as the student's `.numpy()`, and failed a right answer
+    (tests/ch10 flex_create_mask) as "result on the CPU"."""
+    x = torch.ones(3)
+    with _Calls() as here:
+        draws(x)
+    remote = _remote(judged, draws)
+    with _Calls() as there:
+        remote(x)
+    assert there.names == here.names, (there.names, here.names)
+    judged.end_check()
+
+
 def test_a_students_layer_is_a_module_to_the_checks_and_its_gradients_cross(judged):
     from tests.ch04 import correct
 

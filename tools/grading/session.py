@@ -98,8 +98,9 @@ class Session:
             codec.aliases = {int(p): codec.local[int(i)] for p, i in wire._list(aliases)}
             codec.apply(changes)
             if type(env) is dict and env.get("rng") is not None:
-                rng = torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone()
-                torch.set_rng_state(rng)
+                with wire.no_torch_function():
+                    rng = torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone()
+                    torch.set_rng_state(rng)
                 self._rng = env["rng"]
             for container, tree in zip(containers, wire._list(back)):
                 _refill(container, codec.decode(tree))
@@ -130,7 +131,8 @@ class Session:
             "cell": self.cell,
             "given": self.given,
         }
-        rng = torch.get_rng_state().numpy().tobytes()
+        with wire.no_torch_function():  # the check's modes see the student's calls, not ours
+            rng = torch.get_rng_state().numpy().tobytes()
         if rng != self._rng:
             env["rng"] = self._rng = rng
         if wire.modes_in_effect():
