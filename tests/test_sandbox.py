@@ -297,6 +297,35 @@ def test_the_checks_modes_see_the_students_calls_and_none_of_the_judges(judged):
     judged.end_check()
 
 
+def int32_count(n):
+    import numpy as np
+
+    return np.int32(n) * np.int32(3)
+
+
+def fills_and_returns(cache):
+    cache["k"] = torch.ones(
+        2
+    )  # a new tensor, first sent in the result, then in the dict's contents
+    return torch.zeros(1), cache
+
+
+def test_a_numpy_number_and_a_callers_dict_given_new_tensors_cross_as_in_one_process(judged):
+    """Chapter 11's probes: a 32-bit count (kv_numpy_int32) reached the check as a stand-in, not a
+    number; a cache dict the student's code filled and returned (shared_mutates_caller_cache)
+    failed with 'no tensor N' (the dict's contents were read before the result that brought the
+    tensor's values)."""
+    import numpy as np
+
+    got = _remote(judged, int32_count)(7)
+    assert type(got) is np.int32 and got == 21
+    cache = {"old": (torch.zeros(1), torch.zeros(1))}
+    out, back = _remote(judged, fills_and_returns)(cache)
+    assert torch.equal(cache["k"], torch.ones(2)) and torch.equal(back["k"], torch.ones(2))
+    assert set(cache) == {"old", "k"} and torch.equal(out, torch.zeros(1))
+    judged.end_check()
+
+
 def test_a_students_layer_is_a_module_to_the_checks_and_its_gradients_cross(judged):
     from tests.ch04 import correct
 

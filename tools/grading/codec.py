@@ -21,6 +21,7 @@ try:
         _sig,
         _tensor_sig,
         class_ref,
+        numpy_scalar,
         resolve,
         storage,
         tensor_from_state,
@@ -37,6 +38,7 @@ except ImportError:  # in the sandbox, beside this file
         _sig,
         _tensor_sig,
         class_ref,
+        numpy_scalar,
         resolve,
         storage,
         tensor_from_state,
@@ -114,6 +116,9 @@ class Codec:
         kind = type(value)
         if value is None or kind in PLAIN:
             return value
+        number = numpy_scalar(value)
+        if number is not None:
+            return number
         enc = self.encode
         if kind is tuple:
             return ("T", [enc(v, depth + 1) for v in value])

@@ -102,12 +102,12 @@ class Session:
                     rng = torch.frombuffer(bytearray(env["rng"]), dtype=torch.uint8).clone()
                     torch.set_rng_state(rng)
                 self._rng = env["rng"]
+            if status == "ok":  # first, as the student process encoded it: a tensor's values
+                value = codec.decode(result)  # come with its first mention, maybe in the result
             for container, tree in zip(containers, wire._list(back)):
                 _refill(container, codec.decode(tree))
             self.seen += [str(s) for s in wire._list(extra.get("seen", []))]
             self.attempts += [str(s) for s in wire._list(extra.get("attempts", []))]
-            if status == "ok":
-                value = codec.decode(result)
         except (wire.WireError, IndexError, TypeError, ValueError) as exc:
             raise StudentError(str(exc)) from None
         finally:

@@ -270,7 +270,30 @@ def _causal_bias(codec, tree):
     return CausalBias(CausalVariant(int(tree[1])), int(tree[2]), int(tree[3]))
 
 
+NUMBER_KINDS = "biufc"  # NumPy's kinds of scalars that cross as their values
+
+
+def numpy_scalar(value) -> tuple | None:
+    """``("np", dtype, bytes)`` for a NumPy number (``np.int32(7)``), which crosses as itself (a
+    check may name a 32-bit count that wrapped); None for anything else."""
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(value, np.generic) or value.dtype.kind not in NUMBER_KINDS:
+        return None
+    return ("np", value.dtype.str, value.tobytes())
+
+
+def _numpy(codec, tree):
+    import numpy as np
+
+    dtype = np.dtype(str(tree[1]))
+    raw = tree[2]
+    if dtype.kind not in NUMBER_KINDS or type(raw) is not bytes or len(raw) != dtype.itemsize:
+        raise WireError(f"no NumPy number {tree[1]!r}")
+    return np.frombuffer(raw, dtype=dtype)[0]
+
+
 SIMPLE = {
+    "np": _numpy,
     "cbias": _causal_bias,
     "dt": _dtype,
     "dv": lambda codec, tree: torch.device(str(tree[1])),
