@@ -3,6 +3,7 @@
 import ast
 import re
 import string
+import sys
 import time
 from pathlib import Path
 
@@ -49,13 +50,24 @@ def assert_names_bug(
 def cpu_seconds_on_one_thread(check, *args) -> tuple[float, int]:
     """(CPU seconds of ``check(*args)`` run on one torch thread, the thread count it left). With a
     thread per core, CPU time also counts threads spinning while other tests share the cores: a
-    0.1 s check read 1.6 s under pytest-xdist in CI (2026-11-28)."""
+    0.1 s check read 1.6 s under pytest-xdist in CI (2026-11-28).
+
+    Judged (``-p tests.judged_plugin``: the answer runs in a student process), the seconds are the
+    check's as in one process: the judge's own, less its coding of the wire, plus the student
+    process's in the answer's code (less its recording of the calls). The limit is the self-check's
+    in a notebook, where nothing crosses; grading's cost of the wire is what make grade's per-cell
+    limits measure (1.03 s and 1.33 s judged, counting the coding, for 0.2-0.4 s in one process)."""
+    judged = getattr(check, "__judged__", False)  # wrapped by tests/judged_plugin.py
+    session = sys.modules["tests.judged_plugin"]._session() if judged else None
+    split = lambda: (session.coding_cpu, session.student_cpu) if session else (0.0, 0.0)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        start = time.process_time()
+        (coding, student), start = split(), time.process_time()
         check(*args)
-        return time.process_time() - start, torch.get_num_threads()
+        spent = time.process_time() - start
+        coding, student = split()[0] - coding, split()[1] - student
+        return spent - coding + student, torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
 

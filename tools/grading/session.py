@@ -49,6 +49,9 @@ class Session:
         self.broken: str | None = None
         self._rng: bytes | None = None
         self._reset = False
+        # CPU seconds: the student process's in the student's code, and the judge's in coding the
+        # wire (what the check costs through the judge is its own time less coding, plus student)
+        self.student_cpu = self.coding_cpu = 0.0
         self.cell: int | None = None  # the notebook cell being run or checked
         self.given = (
             False  # that cell is a locked cell of the release (it may build on hidden code)
@@ -59,13 +62,15 @@ class Session:
         if self.broken:
             raise GraderLost(self.broken)
         codec = self.codec
-        codec.containers = []
+        codec.containers, start = [], time.process_time()
         try:
             with wire.no_torch_function():
                 changes = codec.changes()
                 payload = codec.encode(args)
         except wire.WireError as exc:
             raise StudentError(f"the check's value cannot be given to your code: {exc}") from None
+        finally:
+            self.coding_cpu += time.process_time() - start
         containers, codec.containers = codec.containers, []
         free = codec.releasable()
         released = {"pairs": free, "handles": list(codec.released_handles)}
@@ -89,6 +94,7 @@ class Session:
         codec, calls, value = self.codec, [], None
         outside = wire.no_torch_function()  # the check's modes see the record, not this coding
         outside.__enter__()
+        start = time.process_time()
         try:
             if type(extra) is not dict:
                 raise wire.WireError("no extra")
@@ -113,6 +119,9 @@ class Session:
         finally:
             codec.local, codec.aliases = None, {}
             outside.__exit__(None, None, None)
+            self.coding_cpu += time.process_time() - start
+            if type(extra) is dict and type(extra.get("cpu")) is float:
+                self.student_cpu += max(0.0, extra["cpu"])
         self.replay(calls)
         if status == "ok":
             return value

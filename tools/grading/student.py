@@ -22,6 +22,7 @@ import linecache
 import os
 import signal
 import sys
+import time
 import types
 
 import torch
@@ -222,6 +223,9 @@ class Recorder(TorchFunctionMode):
         self.calls: list = []
         self.seen: list[str] = []
         self.memo: dict = {}  # the record's own tensors: id -> (index, tensor, version sent)
+        self.coding = (
+            0.0  # CPU seconds spent encoding the record (the judge's cost, not the code's)
+        )
 
     def __enter__(self):
         self._profile = sys.getprofile()
@@ -275,7 +279,7 @@ class Recorder(TorchFunctionMode):
     def _encoded(self, encode) -> list | None:
         """``encode()`` with the record's own tensors; None (and the record as it was) on failure."""
         codec, outer, before = self.codec, self.codec.local, dict(self.memo)
-        codec.local = self.memo
+        codec.local, start = self.memo, time.process_time()
         try:
             return encode()
         except Exception:  # noqa: BLE001 - a value without data (a fake tensor while compiling)
@@ -284,6 +288,7 @@ class Recorder(TorchFunctionMode):
             return None
         finally:
             codec.local = outer
+            self.coding += time.process_time() - start
 
 
 def _to_cpu(name: str, args, kwargs) -> bool:

@@ -13,6 +13,7 @@ import importlib
 import os
 import socket
 import sys
+import time
 
 import torch
 
@@ -55,7 +56,7 @@ class Server:
                 del codec.handle_of[id(obj)]
         if released.get("all"):
             codec.reset()
-        seen_attempts = len(self.attempts)
+        seen_attempts, cpu = len(self.attempts), 0.0
         recorder = student.Recorder(codec, bool(env.get("record")), tuple(env.get("forbidden", ())))
         saved, outer = self._enter(env), codec.containers
         codec.containers = []
@@ -65,11 +66,13 @@ class Server:
             args = codec.decode(payload)
             containers, codec.containers = codec.containers, []
             student.time_limit(env.get("limit", 0))
+            start = time.process_time()
             try:
                 with recorder:
                     value = self.run(op, args)
             finally:
                 student.time_limit(0)
+                cpu = time.process_time() - start - recorder.coding
             first = codec._next
             result = codec.encode(value)
             back = [codec.encode(_contents(c)) for c in containers]
@@ -89,7 +92,7 @@ class Server:
             out = codec.changes()
         except Exception as exc:  # noqa: BLE001 - an object whose state cannot cross
             status, result, out = "wire", f"changes: {exc}", []
-        extra = {"seen": recorder.seen, "attempts": self.attempts[seen_attempts:]}
+        extra = {"seen": recorder.seen, "attempts": self.attempts[seen_attempts:], "cpu": cpu}
         if env.get("record"):
             extra["record"] = recorder.calls
             extra["aliases"] = _aliases(codec, recorder.memo, made)
