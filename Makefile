@@ -71,17 +71,17 @@ test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the 
 	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
 
 exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
-	$(PY) -m tools.nbtools exercises
+	$(PY) -m tools.build.nbtools exercises
 
 chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]
 	@test -n "$(NN)" -a -n "$(NAME)" || { echo 'usage: make chapter NN=11 NAME=temperature [TITLE="..."]'; exit 2; }
-	$(PY) -m tools.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
+	$(PY) -m tools.build.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
 
 headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
-	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))
+	$(PY) -m tools.build.nbtools headers $(if $(REF),--ref $(REF))
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
-	$(PY) -m tools.nbtools execute
+	$(PY) -m tools.build.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m tools.figures

@@ -141,7 +141,7 @@ def test_readme_example_is_what_the_check_prints():
     """The README's example failure (the text block under "## Chapters") is a real check's output."""
     from pathlib import Path
 
-    from tools.render_check_messages import readme_example
+    from tools.build.render_check_messages import readme_example
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     chapters = readme[readme.index("## Chapters") :]
@@ -149,7 +149,7 @@ def test_readme_example_is_what_the_check_prints():
     block = chapters[start : chapters.index("```", start)]
     assert block.strip() == readme_example().strip(), (
         "the README's example failure message is stale: paste the output of "
-        "`python -m tools.render_check_messages --readme` into it"
+        "`python -m tools.build.render_check_messages --readme` into it"
     )
 
 

@@ -172,7 +172,7 @@ def test_checks_name_mistakes_one_way_through_their_context():
     }
     from collections import defaultdict
 
-    from tools.scaffold import CHECKS
+    from tools.build.scaffold import CHECKS
 
     sources["tools/scaffold.py (CHECKS)"] = CHECKS.format_map(defaultdict(lambda: "10"))
     offenders = []

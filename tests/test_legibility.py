@@ -146,7 +146,7 @@ def measure_inline_figures(path, timeout: int = 900) -> list[dict]:
 
     from nbclient import NotebookClient
 
-    from tools import nbtools
+    from tools.build import nbtools
 
     os.environ["COURSE_STATIC_WIDGETS"] = "1"
     nb = nbtools.read(path)
@@ -178,7 +178,7 @@ def measure_inline_figures(path, timeout: int = 900) -> list[dict]:
 
 
 def _solutions_with_inline_figures():
-    from tools import nbtools
+    from tools.build import nbtools
 
     return [
         p for p in nbtools.chapter_files(nbtools.SOLUTIONS) if inline_figure_cells(nbtools.read(p))
@@ -196,7 +196,7 @@ SMALL_INLINE: dict[str, float] = {
 
 @pytest.mark.parametrize("path", _solutions_with_inline_figures(), ids=lambda p: p.name)
 def test_inline_figure_text_is_at_least_9_px_on_screen(path):
-    from tools import nbtools
+    from tools.build import nbtools
 
     measured = measure_inline_figures(path)
     floor = SMALL_INLINE.get(path.name)
@@ -222,7 +222,7 @@ def test_inline_figure_text_is_at_least_9_px_on_screen(path):
 def test_a_small_inline_figure_is_found(tmp_path):
     """Chapter 10's head maps before issue 38: four panels 13 in wide, tick labels at 5 pt (under 6
     px once JupyterLab shrinks the picture to its output area); and one readable figure."""
-    from tools import nbtools
+    from tools.build import nbtools
 
     small = (
         "import matplotlib.pyplot as plt\n"

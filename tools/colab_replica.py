@@ -146,7 +146,7 @@ def serve_course(where: Path, refs: set[str]) -> Path:
 
 def kernel_env(home: Path, venv: Path, bare: Path) -> dict[str, str]:
     """An empty environment but for a fresh HOME whose git sends GitHub's address to ``bare``."""
-    from tools import config
+    from tools.build import config
 
     home.mkdir(parents=True, exist_ok=True)
     env = {
@@ -297,7 +297,7 @@ def run_notebook(python: Path, env: dict, source: Path, workdir: Path, exercise:
 
 def problems_of(result: dict, source: Path, exercise: bool) -> list[str]:
     """What a Colab learner would meet: errors, installs, dead explorers, Colab-unsafe content."""
-    from tools import attachments, nbtools
+    from tools.build import attachments, nbtools
 
     if "crash" in result:
         return [f"the runner crashed: {result['crash']}"]
@@ -336,7 +336,7 @@ def problems_of(result: dict, source: Path, exercise: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tools import nbtools
+    from tools.build import nbtools
 
     parser = argparse.ArgumentParser(
         prog="python -m tools.colab_replica",

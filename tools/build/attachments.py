@@ -10,7 +10,7 @@ points to a course figure into the form Colab itself writes for a pasted picture
 in the solutions and in the generated exercises. The title (a tooltip) names the figure, so the
 generator can find it again. ``figures/`` stays the one source of the pictures and
 ``tools/figures.py`` the one source of their alt text: running the generator again re-embeds the
-current PNGs, and ``python -m tools.nbtools check`` reports a notebook whose pictures differ from
+current PNGs, and ``python -m tools.build.nbtools check`` reports a notebook whose pictures differ from
 ``figures/``. Older ``attachment:NAME.png`` references to a course figure are converted (and the
 cell attachment dropped). Only image references and attachments of markdown cells are touched.
 """

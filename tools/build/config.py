@@ -1,7 +1,7 @@
 """Where the course repository lives, for the Colab badge and setup cell (instructor machinery).
 
 The Colab badge and the setup cell of every notebook are generated from these values
-(``python -m tools.nbtools headers``), and a test keeps them in step.
+(``python -m tools.build.nbtools headers``), and a test keeps them in step.
 """
 
 from __future__ import annotations

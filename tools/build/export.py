@@ -12,7 +12,7 @@ the answer markers (``### BEGIN/END SOLUTION``) dropped and the code kept, into
 ``course_utils/chapters/__init__.py`` re-exports every public name, so students and helpers
 write ``cu.chapters.MultiHeadAttention``. A name the cells use but nobody defines, or a name
 exported by two chapters, stops the export with a message naming the cell.
-``python -m tools.nbtools check`` (and ``tests/test_export.py``) fail when the committed
+``python -m tools.build.nbtools check`` (and ``tests/test_export.py``) fail when the committed
 files differ from a fresh export.
 """
 

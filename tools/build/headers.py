@@ -8,7 +8,7 @@ import re
 
 import nbformat
 
-from tools import config
+from tools.build import config
 
 SETUP_TAG = "setup"
 

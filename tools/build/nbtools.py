@@ -2,11 +2,11 @@
 
 Usage (the Makefile wraps each)::
 
-    python -m tools.nbtools exercises        # notebooks/ and course_utils/chapters/ <- solutions/
-    python -m tools.nbtools check            # fail if notebooks/, chapters/ or headers are stale
-    python -m tools.nbtools execute [NB ...] # re-run solutions in place
-    python -m tools.nbtools headers          # rewrite badge + setup cell of solutions/
-    python -m tools.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
+    python -m tools.build.nbtools exercises        # notebooks/ and course_utils/chapters/ <- solutions/
+    python -m tools.build.nbtools check            # fail if notebooks/, chapters/ or headers are stale
+    python -m tools.build.nbtools execute [NB ...] # re-run solutions in place
+    python -m tools.build.nbtools headers          # rewrite badge + setup cell of solutions/
+    python -m tools.build.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
 
 Answer markers follow nbgrader, so the solutions also work with nbgrader itself:
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools import attachments, export
-from tools.headers import (  # noqa: F401 - re-exported: nbtools.set_headers and friends
+from tools.build import attachments, export
+from tools.build.headers import (  # noqa: F401 - re-exported: nbtools.set_headers and friends
     SETUP_TAG,
     MarkerError,
     badge_markdown,
@@ -38,21 +38,26 @@ from tools.headers import (  # noqa: F401 - re-exported: nbtools.set_headers and
     set_headers,
     setup_cell_source,
 )
-from tools.listings import README, readme_listings
+from tools.build.listings import README, readme_listings
+from tools.build.notebooks import (  # noqa: F401 - re-exported: nbtools.read and friends
+    ANSWER_STUB,
+    BEGIN_ANSWER,
+    BEGIN_CODE,
+    CODE_STUB,
+    END_ANSWER,
+    END_CODE,
+    EXERCISES,
+    FIGURES,
+    ROOT,
+    SOLUTION_ONLY_TAG,
+    SOLUTIONS,
+    chapter_files,
+    dumps,
+    read,
+    write,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions"
-EXERCISES = ROOT / "notebooks"
 CHAPTERS = ROOT / "course_utils" / export.PACKAGE
-FIGURES = ROOT / "figures"
-
-BEGIN_CODE = "### BEGIN SOLUTION"
-END_CODE = "### END SOLUTION"
-BEGIN_ANSWER = "<!-- BEGIN ANSWER -->"
-END_ANSWER = "<!-- END ANSWER -->"
-CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
-ANSWER_STUB = "*YOUR ANSWER HERE*"
-SOLUTION_ONLY_TAG = "solution-only"
 KEPT_TAGS = {SETUP_TAG, "exercise", "self-check", "explorer"}
 NOTEBOOK_METADATA_KEPT = ("kernelspec", "language_info", "colab")
 
@@ -158,23 +163,7 @@ def make_exercise(solution, filename: str, figures: Path = FIGURES):
     return nb
 
 
-# ----------------------------------------------------------------------------- I/O
-def read(path: Path):
-    return nbformat.read(str(path), as_version=4)
-
-
-def dumps(nb) -> str:
-    return nbformat.writes(nb) + "\n"
-
-
-def write(nb, path: Path) -> None:
-    path.write_text(dumps(nb), encoding="utf-8")
-
-
-def chapter_files(folder: Path = SOLUTIONS) -> list[Path]:
-    return sorted(p for p in folder.glob("[0-9][0-9]_*.ipynb"))
-
-
+# ----------------------------------------------------------------------------- generation
 def generate_exercises(
     solutions: Path = SOLUTIONS, exercises: Path = EXERCISES, only: Iterable[Path] = ()
 ) -> list[Path]:
@@ -341,7 +330,7 @@ def from_percent(text: str):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.nbtools",
+        prog="python -m tools.build.nbtools",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -398,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         execute(args.notebooks or chapter_files())
     elif args.command == "from-percent":
         nb = from_percent(args.source.read_text(encoding="utf-8"))
-        if args.dest.is_file():  # what the README says the chapter builds (tools/listings.py)
+        if args.dest.is_file():  # what the README says the chapter builds (tools/build/listings.py)
             nb.metadata["course"] = read(args.dest).metadata.get("course", {})
         set_headers(nb, "solutions", args.dest.name)
         write(nb, args.dest)

@@ -8,8 +8,8 @@ catalogue's own tests (tests/test_mistake_catalogue.py) and the checks' tests by
 
 Usage::
 
-    python -m tools.render_check_messages            # print the whole catalogue
-    python -m tools.render_check_messages --readme   # print the README's example failure message
+    python -m tools.build.render_check_messages            # print the whole catalogue
+    python -m tools.build.render_check_messages --readme   # print the README's example failure message
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HEADER = "# Every mistake the self-checks can name: id, diagnosis, hint (sorted by id).\n"
 
 
@@ -65,7 +65,7 @@ def readme_example() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.render_check_messages",
+        prog="python -m tools.build.render_check_messages",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -23,7 +23,7 @@ import argparse
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 NOTEBOOK = '''# %% [markdown]
 # # {nn} · {title}
@@ -290,7 +290,7 @@ def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
     ]
     if taken:
         raise SystemExit(f"chapter {nn} exists already: {sorted(map(str, taken))}")
-    from tools import nbtools
+    from tools.build import nbtools
 
     written = []
     for rel, text in files(nn, name, title).items():
@@ -298,7 +298,7 @@ def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         if rel.endswith(".ipynb"):
             nb = nbtools.from_percent(text)
-            # the README's chapter table reads this (tools/listings.py): say what the chapter builds
+            # the README's chapter table reads this (tools/build/listings.py): say what the chapter builds
             nb.metadata["course"] = {
                 "builds": f"{title.lower()}: one exercise and its self-check",
                 "explorer": f"{name.replace('_', ' ')} explorer",
@@ -324,7 +324,7 @@ def _format(paths: list[Path], root: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.scaffold", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.build.scaffold", description=__doc__)
     parser.add_argument("nn", help="the chapter's two-digit number, e.g. 10")
     parser.add_argument("name", help="a lowercase identifier, e.g. temperature")
     parser.add_argument("--title", default=None, help="the notebook's title")
