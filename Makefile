@@ -84,7 +84,7 @@ solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes sto
 	$(PY) -m tools.build.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
-	$(PY) -m tools.figures
+	$(PY) -m tools.figures.catalogue
 
 bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ and docs/results/bench.json (FULL=1; OUT=folder)
 	$(PY) -m tools.bench --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)

@@ -15,7 +15,7 @@ import matplotlib
 import pytest
 from matplotlib.figure import Figure
 
-from tools import figures as F
+from tools.figures import catalogue as F
 
 FRAME_WIDTH = F.FRAME_WIDTH
 
@@ -87,7 +87,7 @@ import io as __io, json as __json, sys as __sys
 __sys.path.insert(0, {root!r})
 import matplotlib.pyplot as __plt
 from matplotlib.figure import Figure as __Figure
-from tools import figures as __F
+from tools.figures import catalogue as __F
 __measured, __seen, __cell = [], set(), [None]
 
 

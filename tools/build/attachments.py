@@ -9,7 +9,7 @@ points to a course figure into the form Colab itself writes for a pasted picture
 
 in the solutions and in the generated exercises. The title (a tooltip) names the figure, so the
 generator can find it again. ``figures/`` stays the one source of the pictures and
-``tools/figures.py`` the one source of their alt text: running the generator again re-embeds the
+``tools/figures/catalogue.py`` the one source of their alt text: running the generator again re-embeds the
 current PNGs, and ``python -m tools.build.nbtools check`` reports a notebook whose pictures differ from
 ``figures/``. Older ``attachment:NAME.png`` references to a course figure are converted (and the
 cell attachment dropped). Only image references and attachments of markdown cells are touched.
@@ -40,7 +40,7 @@ class FigureError(ValueError):
 def _alt_text(name: str) -> str | None:
     """The registry's alt text for figure ``name`` (None for a picture the builder does not draw)."""
     try:
-        from tools import figures
+        from tools.figures import catalogue as figures
     except Exception:  # noqa: BLE001  (no matplotlib, or a builder being edited): keep the alt as written
         return None
     try:

@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         # then its figures (the notebooks embed them), the notebooks, the README's listings
         for path in export.write_chapters(SOLUTIONS, CHAPTERS, ROOT):
             print(f"wrote {path.relative_to(ROOT)}")
-        from tools import figures
+        from tools.figures import catalogue as figures
 
         missing = [
             n for n in figures.FIGURES if not figures.path(n).is_file()

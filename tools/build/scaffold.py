@@ -7,7 +7,7 @@ the chapter's own content, and edits no existing file::
     course_utils/chapters/chNN/checks.py       check_NAME_weights, built on the shared engine
     course_utils/chapters/chNN/mistakes.txt    the mistake the check names
     course_utils/chapters/chNN/explorer.py     NAME_explorer, built on course_utils.plotting.explorer
-    tools/diagrams/chNN.py                     one figure (its alt text and drawing code)
+    tools/figures/diagrams/chNN.py                     one figure (its alt text and drawing code)
     tests/chNN/buggy.py                        a wrong answer (say where it comes from)
     tests/chNN/test_chNN_checks.py             the right answer passes, the wrong one is named
 
@@ -206,7 +206,7 @@ FIGURES = {{
         draw_{name}_bars,
     ),
 }}
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""
 '''
 
 BUGGY = '''"""Wrong answers for chapter {nn}'s checks; each says where it comes from."""
@@ -273,7 +273,7 @@ def files(nn: str, name: str, title: str) -> dict[str, str]:
         f"course_utils/chapters/ch{nn}/checks.py": CHECKS.format(**fill),
         f"course_utils/chapters/ch{nn}/mistakes.txt": MISTAKES.format(**fill),
         f"course_utils/chapters/ch{nn}/explorer.py": EXPLORER.format(**fill),
-        f"tools/diagrams/ch{nn}.py": DIAGRAMS.format(**fill),
+        f"tools/figures/diagrams/ch{nn}.py": DIAGRAMS.format(**fill),
         f"tests/ch{nn}/buggy.py": BUGGY.format(**fill),
         f"tests/ch{nn}/test_ch{nn}_checks.py": TESTS.format(**fill),
     }

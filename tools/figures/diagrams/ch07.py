@@ -27,4 +27,4 @@ FIGURES = {
         draw_attention_memory,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

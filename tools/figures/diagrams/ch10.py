@@ -1,6 +1,6 @@
 """Chapter 10's diagram: a post-norm and a pre-norm transformer block side by side.
 
-Instructor machinery, drawn through :mod:`tools.figures` like every other figure.
+Instructor machinery, drawn through :mod:`tools.figures.catalogue` like every other figure.
 """
 
 from __future__ import annotations
@@ -117,4 +117,4 @@ FIGURES = {
         draw_transformer_blocks,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

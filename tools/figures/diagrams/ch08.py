@@ -1,6 +1,6 @@
 """Chapter 08's diagram: the look-back task, the map attention starts from, and the map it must find.
 
-Instructor machinery, drawn through :mod:`tools.figures` like every other figure. The tokens
+Instructor machinery, drawn through :mod:`tools.figures.catalogue` like every other figure. The tokens
 are the example sequence chapter 08 prints (``torch.Generator().manual_seed(5)``), written out
 here so the figure never depends on a random generator.
 """
@@ -13,7 +13,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from course_utils import plotting
 from course_utils.plotting import INK, KEY_COLOUR, MUTED_COLOUR, QUERY_COLOUR
-from tools.diagrams._draw import _readable
+from tools.figures.diagrams._draw import _readable
 
 TOKENS = (1, 4, 7, 5, 6, 0, 2, 3, 8, 4, 9, 0)
 """Chapter 08's example sequence (12 tokens from a vocabulary of 10)."""
@@ -160,4 +160,4 @@ FIGURES = {
         draw_lookback_task,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

@@ -1,6 +1,6 @@
 """Chapter 09's diagram: the causal mask, the sliding-window band, and a windowed cache step.
 
-Instructor machinery, drawn through :mod:`tools.figures` like every other figure. The masks
+Instructor machinery, drawn through :mod:`tools.figures.catalogue` like every other figure. The masks
 come from chapter 09's own ``sliding_window_mask`` (``course_utils.chapters``).
 """
 
@@ -14,7 +14,7 @@ from course_utils.chapters import sliding_window_mask
 from course_utils.plotting import INK
 from course_utils.plotting import KEY_COLOUR as ALLOWED
 from course_utils.plotting import QUERY_COLOUR as CACHED
-from tools.diagrams._draw import _readable
+from tools.figures.diagrams._draw import _readable
 
 N_TOKENS = 8
 WINDOW = 3
@@ -124,4 +124,4 @@ FIGURES = {
         draw_sliding_window,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

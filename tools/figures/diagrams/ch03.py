@@ -9,7 +9,7 @@ from course_utils import plotting
 from course_utils.data import (
     EXAMPLE_TOKENS,
 )
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _down_arrow,
     _flow_of_three,
     _future,
@@ -79,4 +79,4 @@ FIGURES = {
         draw_causal_mask,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

@@ -2,16 +2,16 @@
 
 Usage::
 
-    python -m tools.figures                  # (re)write every figures/*.png (make figures)
-    python -m tools.figures --check          # exit 1 if a committed figure would change
-    python -m tools.figures --out /tmp/f causal_mask   # one figure, elsewhere
+    python -m tools.figures.catalogue                  # (re)write every figures/*.png (make figures)
+    python -m tools.figures.catalogue --check          # exit 1 if a committed figure would change
+    python -m tools.figures.catalogue --out /tmp/f causal_mask   # one figure, elsewhere
 
 The output is byte-for-byte deterministic on a given matplotlib version (fixed size,
 dpi, fonts and style; no "Software" or date metadata), so ``tests/test_figures.py`` can
 regenerate the figures and compare bytes with the committed files.
 
 :data:`FIGURES` maps each figure's name to its chapter, its alt text and its drawing
-function, collected from each chapter's ``tools/diagrams/chNN.py`` (its ``FIGURES``: name ->
+function, collected from each chapter's ``tools/figures/diagrams/chNN.py`` (its ``FIGURES``: name ->
 (alt text, drawing function)), the one home of every alt text (:func:`alt_text`). Notebooks embed a figure as
 ``![<alt text>](attachment:<name>.png)`` (the generator writes it) or
 ``![<alt text>](../figures/<name>.png)`` (:func:`markdown`); the tests check both forms.
@@ -38,7 +38,7 @@ from matplotlib.figure import Figure
 
 from course_utils.validation import CourseInputError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES_DIR = ROOT / "figures"
 DPI = 150
 
@@ -76,10 +76,10 @@ class FigureSpec(NamedTuple):
 
 
 def _catalogue() -> dict[str, FigureSpec]:
-    """Every chapter's ``FIGURES`` (tools/diagrams/chNN.py), found by scanning, in chapter order."""
+    """Every chapter's ``FIGURES`` (tools/figures/diagrams/chNN.py), found by scanning, in chapter order."""
     figures: dict[str, FigureSpec] = {}
     for path in sorted((Path(__file__).parent / "diagrams").glob("ch[0-9][0-9].py")):
-        module = importlib.import_module(f"tools.diagrams.{path.stem}")
+        module = importlib.import_module(f"tools.figures.diagrams.{path.stem}")
         for name, (alt, draw) in module.FIGURES.items():
             if name in figures:
                 raise ValueError(
@@ -293,7 +293,7 @@ def alt_text_mismatches(notebooks: Iterable[Path | str]) -> list[str]:
             if spec is not None and ref.alt != spec.alt:
                 problems.append(
                     f"{_show(ref.notebook)}, cell {ref.cell}: figure {ref.name!r} has alt text "
-                    f"{ref.alt!r}, expected tools.figures.alt_text({ref.name!r})."
+                    f"{ref.alt!r}, expected tools.figures.catalogue.alt_text({ref.name!r})."
                 )
     return problems
 
@@ -321,7 +321,7 @@ def figure_differences(committed: Path | str, fresh: Path | str) -> list[str]:
     for stray in sorted(committed.glob("*.png")):
         if stray.stem not in FIGURES:
             problems.append(
-                f"{stray.name}: not drawn by tools/figures.py (remove it or add it to a FIGURES of tools/diagrams/chNN.py)"
+                f"{stray.name}: not drawn by tools/figures/catalogue.py (remove it or add it to a FIGURES of tools/figures/diagrams/chNN.py)"
             )
     return problems
 
@@ -337,7 +337,7 @@ def stale_figures(folder: Path | str = FIGURES_DIR) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.figures", description=__doc__.split("\n")[0]
+        prog="python -m tools.figures.catalogue", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "names", nargs="*", help=f"figures to draw (default: all of {', '.join(FIGURES)})"

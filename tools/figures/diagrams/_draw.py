@@ -1,7 +1,7 @@
-"""Drawing helpers shared by the chapters' diagrams (tools/diagrams/chNN.py).
+"""Drawing helpers shared by the chapters' diagrams (tools/figures/diagrams/chNN.py).
 
 Instructor machinery: ``make figures`` calls the chapters' drawing functions through
-:mod:`tools.figures`. The attention-map pieces come from ``course_utils.plotting``, the same code
+:mod:`tools.figures.catalogue`. The attention-map pieces come from ``course_utils.plotting``, the same code
 the explorers draw with.
 """
 
@@ -219,10 +219,10 @@ def _note(ax, text: str) -> None:
 
 def _readable(fig: Figure) -> Figure:
     """Raise every text of ``fig`` smaller than what stays 9 px high where JupyterLab shows the
-    figure (tools.figures.DISPLAY_WIDTH) to that size; call it last, once the figure is drawn."""
+    figure (tools.figures.catalogue.DISPLAY_WIDTH) to that size; call it last, once the figure is drawn."""
     from matplotlib.text import Text
 
-    from tools.figures import DISPLAY_WIDTH, DPI, MIN_TEXT_PX
+    from tools.figures.catalogue import DISPLAY_WIDTH, DPI, MIN_TEXT_PX
 
     width = fig.get_size_inches()[0]
     floor = MIN_TEXT_PX * 72 / min(DPI, DISPLAY_WIDTH / width) + 0.05  # pt

@@ -16,7 +16,7 @@ from course_utils.plotting import INK
 from course_utils.plotting import INPUT_COLOUR as X_COLOUR
 from course_utils.plotting import KEY_COLOUR as K_COLOUR
 from course_utils.plotting import QUERY_COLOUR as Q_COLOUR
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _arrow,
     _box,
     _canvas,
@@ -198,4 +198,4 @@ FIGURES = {
         draw_score_matrix,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

@@ -14,7 +14,7 @@ from course_utils.plotting import KEY_COLOUR as K_COLOUR
 from course_utils.plotting import QUERY_COLOUR as Q_COLOUR
 from course_utils.plotting import VALUE_COLOUR as V_COLOUR
 from course_utils.repro import portable_rand
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _arrow,
     _box,
     _canvas,
@@ -146,4 +146,4 @@ FIGURES = {
         draw_text_to_logits,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

@@ -11,7 +11,7 @@ from course_utils.data import (
 from course_utils.plotting import INK
 from course_utils.plotting import QUERY_COLOUR as Q_COLOUR
 from course_utils.repro import portable_dropout_mask
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _down_arrow,
     _flow_of_three,
     _map_text,
@@ -89,4 +89,4 @@ FIGURES = {
         draw_dropout,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

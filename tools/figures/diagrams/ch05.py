@@ -12,7 +12,7 @@ from course_utils.data import (
 )
 from course_utils.plotting import EXTRA_COLOUR, HEAD_COLOURS, INK
 from course_utils.plotting import INPUT_COLOUR as X_COLOUR
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _arrow,
     _box,
     _canvas,
@@ -239,4 +239,4 @@ FIGURES = {
         draw_weight_split,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

@@ -12,7 +12,7 @@ from course_utils.plotting import INPUT_COLOUR as X_COLOUR
 from course_utils.plotting import KEY_COLOUR as K_COLOUR
 from course_utils.plotting import QUERY_COLOUR as Q_COLOUR
 from course_utils.plotting import VALUE_COLOUR as V_COLOUR
-from tools.diagrams._draw import (
+from tools.figures.diagrams._draw import (
     _arrow,
     _book_projections,
     _canvas,
@@ -107,4 +107,4 @@ FIGURES = {
         draw_qkv_projections,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""

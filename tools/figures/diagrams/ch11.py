@@ -1,7 +1,7 @@
 """Chapter 11's diagrams: the KV cache of six published models against the context length; the
 keys each query keeps under top-k sparse attention.
 
-Instructor machinery, drawn through :mod:`tools.figures`. The bytes come from chapter 11's own
+Instructor machinery, drawn through :mod:`tools.figures.catalogue`. The bytes come from chapter 11's own
 ``kv_cache_bytes`` and ``PUBLISHED`` layouts (``course_utils.chapters``).
 """
 
@@ -94,4 +94,4 @@ FIGURES = {
         draw_sparse_topk_keys,
     ),
 }
-"""This chapter's figures: name -> (alt text, drawing function); see tools/figures.py."""
+"""This chapter's figures: name -> (alt text, drawing function); see tools/figures/catalogue.py."""
