@@ -87,10 +87,10 @@ figures: $(STAMP) ## re-make every figure in figures/ from code
 	$(PY) -m tools.figures.catalogue
 
 bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ and docs/results/bench.json (FULL=1; OUT=folder)
-	$(PY) -m tools.bench --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
+	$(PY) -m tools.bench.cli --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes) into docs/results/
-	$(PY) -m tools.bench_explorers --record
+	$(PY) -m tools.bench.explorers --record
 
 bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
 	@sh tests/browser/ensure_browser.sh $(PY)

@@ -55,14 +55,14 @@ def test_the_measure_sees_every_drawn_text_and_the_shrink():
 
 # ----------------------------------------------------------------------------- explorer frames
 def _explorer_names():
-    from tools import bench_explorers
+    from tools.bench import explorers as bench_explorers
 
     return bench_explorers.explorer_names()
 
 
 @pytest.mark.parametrize("name", _explorer_names())
 def test_explorer_frame_text_is_at_least_9_px_on_screen(name):
-    from tools import bench_explorers
+    from tools.bench import explorers as bench_explorers
 
     matplotlib.use("agg")
     explorer = bench_explorers.start(name)

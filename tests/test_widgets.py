@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 import course_utils as cu
 from course_utils import plotting as P
 from course_utils import widgets as W
-from tools import bench_explorers as bench
+from tools.bench import explorers as bench
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -393,7 +393,7 @@ def test_every_explorer_redraws_only_what_changes(name, monkeypatch):
 
 
 def test_bench_explorers_times_one_explorer(capsys):
-    """tools/bench_explorers on the memory explorer: every control moved and back, numbers, one table row."""
+    """tools/bench/explorers.py on the memory explorer: every control moved and back, numbers, one table row."""
     explorer = bench.start("memory_explorer")
     changes = bench.moves(explorer)
     assert {control for control, _, _ in changes} == {"n", "heads", "batch", "dtype"}

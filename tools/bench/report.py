@@ -1,8 +1,8 @@
 """What ``make bench`` writes and prints: the CSV, the Markdown tables, the rankings, the plots,
-and the comparison of two runs' rankings (``python -m tools.bench --compare A.csv B.csv``).
+and the comparison of two runs' rankings (``python -m tools.bench.cli --compare A.csv B.csv``).
 
-The rows are ``tools.bench_sweep.BenchRow``; the rankings are recomputed here from each row's
-median and quartiles (``tools.bench_rounds.rank``), so a CSV read back gives the same rankings.
+The rows are ``tools.bench.sweep.BenchRow``; the rankings are recomputed here from each row's
+median and quartiles (``tools.bench.rounds.rank``), so a CSV read back gives the same rankings.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from course_utils import bench
 from course_utils.validation import CourseInputError
-from tools import bench_rounds as rounds
+from tools.bench import rounds
 
 MODES = ("forward", "forward+backward")
 

@@ -11,7 +11,7 @@ and the 10th-90th percentile spread of all timed changes, the smallest per-pass 
 with an empty text cache (strings never drawn before are rasterised: a student's first pass). The machine's load is
 printed, because other jobs slow every number down.
 
-    python -m tools.bench_explorers [--runs 7] [--names query_explorer mask_explorer]
+    python -m tools.bench.explorers [--runs 7] [--names query_explorer mask_explorer]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ matplotlib.use("agg")
 from course_utils import _render, plotting  # noqa: E402
 from course_utils import widgets as W  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUDGET_MS = 100.0
 """The aim: a control change feels immediate under about 100 ms."""
 VALUES_PER_CONTROL = 5
@@ -216,7 +216,7 @@ def load_line() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     names = explorer_names()
     parser = argparse.ArgumentParser(
-        prog="python -m tools.bench_explorers", description=__doc__.split("\n")[0]
+        prog="python -m tools.bench.explorers", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--runs", type=int, default=7, help="timed passes over each explorer's changes (default 7)"

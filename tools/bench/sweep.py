@@ -1,6 +1,6 @@
 """The sweep of ``make bench``: check every variant of chapter 07 at every length, time the
-checked ones together in interleaved rounds (``tools.bench_rounds``), measure their memory, and
-return one row per variant, length and mode (``tools.bench`` is the command line around it).
+checked ones together in interleaved rounds (``tools.bench.rounds``), measure their memory, and
+return one row per variant, length and mode (``tools.bench.cli`` is the command line around it).
 
 Every variant is checked against the reference at every length before it is timed; a wrong
 one is never timed. Running out of memory is reported and the sweep goes on. The reference layer
@@ -20,8 +20,7 @@ from torch import nn
 
 from course_utils import bench, chapters
 from course_utils.validation import CourseInputError, expect_int
-from tools import bench_report as report
-from tools import bench_rounds as rounds
+from tools.bench import report, rounds
 
 MODES = report.MODES
 BUILDERS = {
@@ -288,7 +287,7 @@ def run_benchmark(
     ``config.memory``, measured once more for memory), and ranked as far as their spreads
     separate. Running out of memory is reported as ``oom`` and the sweep goes on. float32
     means IEEE float32 here (no TF32). With ``ceilings``, every row carries them and its share
-    of the matmul peak. ``sample`` replaces the timer (see ``tools.bench_rounds.Sampler``)."""
+    of the matmul peak. ``sample`` replaces the timer (see ``tools.bench.rounds.Sampler``)."""
     cfg = (config or BenchConfig()).validate()
     device, dtype = torch.device(cfg.device), bench.DTYPES[cfg.dtype]
     kept = torch.get_num_threads(), torch.get_float32_matmul_precision()

@@ -1,14 +1,14 @@
 """``make bench``: check, time and measure chapter 07's attention variants, and put them on a roofline.
 
 Instructor machinery (students never import it). The measuring tools are ``cu.bench``
-(course_utils/chapters/ch07/bench.py, what chapter 07 uses). This file is the command line: ``tools/bench_sweep.py`` checks every
+(course_utils/chapters/ch07/bench.py, what chapter 07 uses). This file is the command line: ``tools/bench/sweep.py`` checks every
 variant at every length and mode before it is timed (a wrong one is never timed),
-``tools/bench_rounds.py`` times the checked ones in interleaved rounds and decides what their
-spreads can rank, ``tools/bench_report.py`` writes the CSV, the tables and the plots::
+``tools/bench/rounds.py`` times the checked ones in interleaved rounds and decides what their
+spreads can rank, ``tools/bench/report.py`` writes the CSV, the tables and the plots::
 
-    python -m tools.bench [--full] [--out results] [--device cpu|cuda] [--seq-lens 128 256]
+    python -m tools.bench.cli [--full] [--out results] [--device cpu|cuda] [--seq-lens 128 256]
                           [--batch 4] [--dtype bfloat16] [--threads 2] [--variants split ...]
-    python -m tools.bench --compare results/run1/bench.csv results/run2/bench.csv
+    python -m tools.bench.cli --compare results/run1/bench.csv results/run2/bench.csv
 
 It measures the machine's ceilings (matmul peak, copy bandwidth) once, then every variant at
 every length and mode, and writes ``bench.csv``, ``bench.md`` (tables and rankings),
@@ -29,11 +29,10 @@ import torch
 
 from course_utils import bench
 from course_utils.validation import CourseInputError
-from tools import bench_report as report
-from tools import bench_rounds as rounds
-from tools.bench_sweep import BUILDERS, MODES, BenchConfig, device_name, run_benchmark
+from tools.bench import report, rounds
+from tools.bench.sweep import BUILDERS, MODES, BenchConfig, device_name, run_benchmark
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"
 FEW_CORES = 4  # below this many cores, make bench runs one thread
 
 
@@ -81,7 +80,7 @@ def full_config(device: str | None = None) -> BenchConfig:
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m tools.bench",
+        prog="python -m tools.bench.cli",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
