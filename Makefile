@@ -118,7 +118,7 @@ test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 
 	exit $$status
 
 test-colab: $(STAMP) ## every notebook alone in a replica of Colab's runtime (creates .venv-colab: Python 3.13, Colab's pins)
-	$(PY) -m tools.colab_replica
+	$(PY) -m tools.testing.colab_replica
 
 SITE_VENV  ?= .venv-site
 SITE_STAMP := $(SITE_VENV)/.installed

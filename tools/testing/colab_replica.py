@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m tools.colab_replica                     # every solution and exercise notebook
-    python -m tools.colab_replica solutions/03_causal_masking.ipynb
+    python -m tools.testing.colab_replica                     # every solution and exercise notebook
+    python -m tools.testing.colab_replica solutions/03_causal_masking.ipynb
 
 What it does, and how close it is to Colab:
 
@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-colab"
 PINS_DATE = "2026-08-19"
 PINS_SOURCE = "https://github.com/googlecolab/backend-info (pip-freeze.txt, os-info.txt)"
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     from tools.build import nbtools
 
     parser = argparse.ArgumentParser(
-        prog="python -m tools.colab_replica",
+        prog="python -m tools.testing.colab_replica",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
