@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from course_utils.data import (
-    EXAMPLE_SENTENCE,
-    example_causal_weights,
-)
+from course_utils.chapters.ch03.explorer import example_causal_weights
+from course_utils.data import EXAMPLE_SENTENCE
 from course_utils.plotting import EXTRA_COLOUR
 from course_utils.plotting import INPUT_COLOUR as X_COLOUR
 from course_utils.plotting import KEY_COLOUR as K_COLOUR
