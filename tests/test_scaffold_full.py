@@ -6,8 +6,8 @@ The scaffold must create 7 files and edit none; the build may change only what i
 (stored outputs, notebooks, chapter code, figures, the README's listings); ``make test`` must pass
 with no hand edit anywhere (every registry found by scanning, the tests' included).
 
-Slow (every solution executed, then the whole suite: about an hour on 2 cores), so it runs only
-when asked: ``COURSE_SCAFFOLD_TESTS=1 .venv/bin/python -m pytest tests/test_scaffold_full.py``.
+Slow (every solution executed, then the whole suite; not yet timed here), so it runs only when
+asked: ``COURSE_SCAFFOLD_TESTS=1 .venv/bin/python -m pytest tests/test_scaffold_full.py``.
 """
 
 from __future__ import annotations
