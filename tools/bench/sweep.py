@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -166,9 +166,6 @@ class BenchRow:
     torch_version: str = torch.__version__
     note: str = ""
     rounds_ms: str = ""
-
-
-CSV_COLUMNS = tuple(f.name for f in fields(BenchRow))
 
 
 def device_name(device: str) -> str:

@@ -350,49 +350,60 @@ def main(argv: list[str] | None = None) -> int:
     fp.add_argument("source", type=Path)
     fp.add_argument("dest", type=Path)
     args = parser.parse_args(argv)
+    commands = {
+        "exercises": _exercises,
+        "check": _check,
+        "headers": _headers,
+        "execute": lambda args: execute(args.notebooks or chapter_files()),
+        "from-percent": _from_percent,
+    }
+    return commands[args.command](args) or 0
 
-    if args.command == "exercises":
-        # in build order: a new chapter's code first (its checks, explorer and figures use it),
-        # then its figures (the notebooks embed them), the notebooks, the README's listings
-        for path in export.write_chapters(SOLUTIONS, CHAPTERS, ROOT):
-            print(f"wrote {path.relative_to(ROOT)}")
-        from tools.figures import catalogue as figures
 
-        missing = [
-            n for n in figures.FIGURES if not figures.path(n).is_file()
-        ]  # `make figures`: all
-        for path in figures.generate(names=missing):
-            print(f"wrote {path.relative_to(ROOT)}")
-        for path in generate_exercises(only=args.notebooks):
-            print(f"wrote {path.relative_to(ROOT)}")
-        text = README.read_text(encoding="utf-8")
-        if readme_listings(text) != text:
-            README.write_text(readme_listings(text), encoding="utf-8")
-            print("wrote README.md")
-    elif args.command == "check":
-        problems = stale_files()
-        if problems:
-            print("Out of date:\n  " + "\n  ".join(problems), file=sys.stderr)
-            return 1
-        print(
-            f"notebooks/, course_utils/chapters/ and solution headers are in sync "
-            f"({len(chapter_files())} chapters)"
-        )
-    elif args.command == "headers":
-        for path in chapter_files():
-            nb = read(path)
-            set_headers(nb, "solutions", path.name, args.ref)
-            write(nb, path)
-    elif args.command == "execute":
-        execute(args.notebooks or chapter_files())
-    elif args.command == "from-percent":
-        nb = from_percent(args.source.read_text(encoding="utf-8"))
-        if args.dest.is_file():  # what the README says the chapter builds (tools/build/listings.py)
-            nb.metadata["course"] = read(args.dest).metadata.get("course", {})
-        set_headers(nb, "solutions", args.dest.name)
-        write(nb, args.dest)
-        print(f"wrote {args.dest}")
+def _exercises(args) -> None:
+    """In build order: a new chapter's code first (its checks, explorer and figures use it), then
+    its figures (the notebooks embed them), the notebooks, the README's listings."""
+    for path in export.write_chapters(SOLUTIONS, CHAPTERS, ROOT):
+        print(f"wrote {path.relative_to(ROOT)}")
+    from tools.figures import catalogue as figures
+
+    missing = [n for n in figures.FIGURES if not figures.path(n).is_file()]  # `make figures`: all
+    for path in figures.generate(names=missing):
+        print(f"wrote {path.relative_to(ROOT)}")
+    for path in generate_exercises(only=args.notebooks):
+        print(f"wrote {path.relative_to(ROOT)}")
+    text = README.read_text(encoding="utf-8")
+    if readme_listings(text) != text:
+        README.write_text(readme_listings(text), encoding="utf-8")
+        print("wrote README.md")
+
+
+def _check(args) -> int:
+    problems = stale_files()
+    if problems:
+        print("Out of date:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    print(
+        f"notebooks/, course_utils/chapters/ and solution headers are in sync "
+        f"({len(chapter_files())} chapters)"
+    )
     return 0
+
+
+def _headers(args) -> None:
+    for path in chapter_files():
+        nb = read(path)
+        set_headers(nb, "solutions", path.name, args.ref)
+        write(nb, path)
+
+
+def _from_percent(args) -> None:
+    nb = from_percent(args.source.read_text(encoding="utf-8"))
+    if args.dest.is_file():  # what the README says the chapter builds (tools/build/listings.py)
+        nb.metadata["course"] = read(args.dest).metadata.get("course", {})
+    set_headers(nb, "solutions", args.dest.name)
+    write(nb, args.dest)
+    print(f"wrote {args.dest}")
 
 
 if __name__ == "__main__":
