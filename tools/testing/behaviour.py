@@ -54,6 +54,7 @@ HASHED = (
     "figures/*.png",
 )
 ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+TIMED = re.compile(r" in [0-9.]+s( \(\d+:\d\d:\d\d\))?")
 
 
 # ----------------------------------------------------------------------------- the plugin
@@ -179,7 +180,13 @@ def _verdicts(folder: Path, jobs: int) -> dict:
             else:
                 calls[f"{row.pop('test')} #{row.pop('call')}"] = row
     summary = done.stdout.strip().splitlines()[-1:] or [done.stderr[-500:]]
-    return {"pytest": summary[0], "calls": dict(sorted(calls.items())), "tests": tests}
+    return {"pytest": _untimed(summary[0]), "calls": dict(sorted(calls.items())), "tests": tests}
+
+
+def _untimed(summary: str) -> str:
+    """pytest's last line without its duration (``... in 1000.38s (0:16:40)``), which no move
+    keeps."""
+    return TIMED.sub("", summary)
 
 
 def record(out: Path, jobs: int) -> None:
@@ -236,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         record(args.out, args.jobs)
         return 0
     before, after = (json.loads(p.read_text(encoding="utf-8")) for p in (args.before, args.after))
+    for made in (before, after):  # records made before the duration was left out
+        made["pytest"] = _untimed(made["pytest"])
     differences = compare(before, after)
     print("\n".join(differences) or "identical")
     calls = len(before["calls"])
