@@ -71,26 +71,26 @@ test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the 
 	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
 
 exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
-	$(PY) -m tools.nbtools exercises
+	$(PY) -m tools.build.nbtools exercises
 
 chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]
 	@test -n "$(NN)" -a -n "$(NAME)" || { echo 'usage: make chapter NN=11 NAME=temperature [TITLE="..."]'; exit 2; }
-	$(PY) -m tools.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
+	$(PY) -m tools.build.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
 
 headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
-	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))
+	$(PY) -m tools.build.nbtools headers $(if $(REF),--ref $(REF))
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
-	$(PY) -m tools.nbtools execute
+	$(PY) -m tools.build.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
-	$(PY) -m tools.figures
+	$(PY) -m tools.figures.catalogue
 
 bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ and docs/results/bench.json (FULL=1; OUT=folder)
-	$(PY) -m tools.bench --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
+	$(PY) -m tools.bench.cli --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes) into docs/results/
-	$(PY) -m tools.bench_explorers --record
+	$(PY) -m tools.bench.explorers --record
 
 bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
 	@sh tests/browser/ensure_browser.sh $(PY)
@@ -118,7 +118,7 @@ test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 
 	exit $$status
 
 test-colab: $(STAMP) ## every notebook alone in a replica of Colab's runtime (creates .venv-colab: Python 3.13, Colab's pins)
-	$(PY) -m tools.colab_replica
+	$(PY) -m tools.testing.colab_replica
 
 SITE_VENV  ?= .venv-site
 SITE_STAMP := $(SITE_VENV)/.installed

@@ -287,7 +287,7 @@ def run_notebook(path, timeout: int = 600) -> dict:
 
     from nbclient import NotebookClient
 
-    from tools import nbtools
+    from tools.build import nbtools
 
     os.environ["COURSE_STATIC_WIDGETS"] = "1"
     path = Path(path).resolve()

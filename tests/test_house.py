@@ -187,9 +187,11 @@ def test_checks_name_mistakes_one_way_through_their_context():
     }
     from collections import defaultdict
 
-    from tools.scaffold import CHECKS
+    from tools.build.scaffold import CHECKS
 
-    sources["tools/scaffold.py (CHECKS)"] = CHECKS.format_map(defaultdict(lambda: "10"))
+    sources["tools/build/templates/chapter/checks.py.tmpl"] = CHECKS.format_map(
+        defaultdict(lambda: "10")
+    )
     offenders = []
     for where, text in sources.items():
         for node in ast.walk(ast.parse(text)):

@@ -1,6 +1,6 @@
 """`make chapter` scaffolds a chapter that the house accepts: built from nothing in a throwaway copy.
 
-The copy gets ``python -m tools.scaffold NN temperature``, NN the first free chapter number
+The copy gets ``python -m tools.build.scaffold NN temperature``, NN the first free chapter number
 (what ``make chapter NN=.. NAME=temperature`` runs), then ``make exercises`` and ``make solutions``
 for that notebook, then the house tests and a strict nbval of the new notebook. Adding the chapter
 must create at most 7 hand-written files and edit none; everything else it changes must be generated.
@@ -74,14 +74,14 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
             shutil.copy2(ROOT / rel, copy / rel)
     before = _snapshot(copy)
 
-    _run(copy, "-m", "tools.scaffold", NN, "temperature")
+    _run(copy, "-m", "tools.build.scaffold", NN, "temperature")
     scaffolded = _snapshot(copy)
     created = sorted(set(scaffolded) - set(before))
     edited = sorted(k for k in before if scaffolded.get(k) != before[k])
     assert len(created) <= 7 and edited == [], (created, edited)
 
-    _run(copy, "-m", "tools.nbtools", "exercises")
-    _run(copy, "-m", "tools.nbtools", "execute", f"solutions/{NN}_temperature.ipynb")
+    _run(copy, "-m", "tools.build.nbtools", "exercises")
+    _run(copy, "-m", "tools.build.nbtools", "execute", f"solutions/{NN}_temperature.ipynb")
     built = _snapshot(copy)
     changed = sorted(k for k in built if scaffolded.get(k) != built[k])
     assert [k for k in changed if not k.startswith(GENERATED)] == [], changed

@@ -16,7 +16,7 @@ from tests.shape_comments import (
     record,
     run_notebook,
 )
-from tools import nbtools
+from tools.build import nbtools
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 

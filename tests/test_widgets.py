@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 import course_utils as cu
 from course_utils import plotting as P
 from course_utils import widgets as W
-from tools import bench_explorers as bench
+from course_utils.chapters.ch03.explorer import example_causal_weights
+from tools.bench import explorers as bench
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -107,7 +108,7 @@ def test_mask_data_masking_before_softmax_equals_renormalising_after():
 
 
 def test_dropout_data_uses_the_portable_mask_and_rescales():
-    weights = cu.data.example_causal_weights()
+    weights = example_causal_weights()
     view = W.dropout_data(weights, 0.5, 123)
     assert torch.equal(view.mask, cu.portable_dropout_mask((6, 6), 0.5, 123))
     assert set(view.mask.unique().tolist()) <= {0.0, 2.0}
@@ -393,7 +394,7 @@ def test_every_explorer_redraws_only_what_changes(name, monkeypatch):
 
 
 def test_bench_explorers_times_one_explorer(capsys):
-    """tools/bench_explorers on the memory explorer: every control moved and back, numbers, one table row."""
+    """tools/bench/explorers.py on the memory explorer: every control moved and back, numbers, one table row."""
     explorer = bench.start("memory_explorer")
     changes = bench.moves(explorer)
     assert {control for control, _, _ in changes} == {"n", "heads", "batch", "dtype"}

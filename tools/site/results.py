@@ -7,7 +7,7 @@ measured (:data:`ALWAYS`), so a new measurement of the same key *replaces* its r
 between ``<!-- results: NAME -->`` and ``<!-- end results -->``; ``make results`` rewrites them and
 ``tests/test_results_tables.py`` fails when a table and its file differ.
 
-Writers: ``make bench`` and ``python -m tools.bench --compare`` (bench, bench_compare),
+Writers: ``make bench`` and ``python -m tools.bench.cli --compare`` (bench, bench_compare),
 ``make bench-explorers`` (explorers), ``make test-compat`` (compat, through :func:`main`'s
 ``compat``), ``make ci-times`` (ci), ``make site`` (site, site_explorers), ``make test-site``
 (site_explorers' response times). ``python -m tools.site.results set NAME field=value ...`` records
@@ -165,9 +165,8 @@ def record_bench(rows, device: str, load_at_start: float, folder: Path | None = 
 
 
 def record_compare(first: str, second: str, folder: Path | None = None) -> None:
-    """``python -m tools.bench --compare A B``: how many pairs two runs rank alike and opposite."""
-    from tools import bench_report as report
-    from tools import bench_rounds as rounds
+    """``python -m tools.bench.cli --compare A B``: how many pairs two runs rank alike and opposite."""
+    from tools.bench import report, rounds
 
     a, b = report.read_groups(first), report.read_groups(second)
     result = rounds.compare_claims(rounds.claims(a), rounds.claims(b))
@@ -184,7 +183,7 @@ def record_compare(first: str, second: str, folder: Path | None = None) -> None:
         "opposite": len(result["contradict"]),
         "one_only": f"{len(result['first only'])} + {len(result['second only'])}",
         "neither": pairs - sum(len(v) for v in result.values()),
-        **stamp(load_now(), "", f"python -m tools.bench --compare {first} {second}"),
+        **stamp(load_now(), "", f"python -m tools.bench.cli --compare {first} {second}"),
     }
     row["machine"] = f"{timed[0]['cores']} cores, {timed[0]['device_name']}" if timed else "?"
     row["load"] = span(min(loads), max(loads)) if loads else "?"

@@ -194,7 +194,7 @@ def commands(out: Path, cores: int) -> dict[str, tuple[list[str], dict]]:
             {"OMP_NUM_THREADS": str(ck_threads), "COURSE_TALLY": str(out / "checks.tally")},
         ),
         "bench": (
-            [python, "-m", "tools.bench", "--device", "cuda", "--out", str(out / "bench")]
+            [python, "-m", "tools.bench.cli", "--device", "cuda", "--out", str(out / "bench")]
             + list(BENCH_ARGS),
             {},
         ),
