@@ -70,7 +70,12 @@ CHAPTER_EXCEPTIONS: dict[str, int] = {
     # dropout argument moved, the random state, large inputs in values and gradients). probes.py
     # (52) is generic, like ch11's (different probes, not imported), and moves to the engine once
     # the core (2,996 of 3,000) has room.
-    "ch10": 1_083,
+    # 2026-11-28, ch10chk2 (a stranger's review of chapter 10): checks 334 + checks_tables 207 +
+    # checks_norms 347 + probes 95 + explorer 178 = 1,161 (+78). Torch's own layers refused by the
+    # calls a forward makes (not its source), a rounded constant told from float32 and from Llama's
+    # float32 upcast, keepdim named after a broadcast crash, 9 more causes named (probes.py's Calls
+    # also replaced its _Watch).
+    "ch10": 1_161,
 }
 FILE_EXCEPTIONS: dict[str, int] = {}
 

@@ -77,8 +77,10 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
             "self": lambda h: (h,),
             "unmasked": lambda h: (h, mem),
             "norm_mem": lambda h: (h, n2(mem), real),
+            "inverted": lambda h: (h, mem, ~real),  # nn.MultiheadAttention's key_padding_mask
         }[sw.get("cross", "")]
         fs.append(lambda h: ca(*args(h)))
+        fs = fs[1::-1] if sw.get("cross_first") else fs  # cross-attention, then self-attention
     fs.append(p["ff"])
     ns = [p[k] for k in sw.get("norms", ("norm1", "norm2", "norm3")[: len(fs)])]
     x0 = s = x
@@ -140,6 +142,9 @@ _ONLY = {
         ("decoder_cross_swapped", {"cross": "swap_bare"}),
         ("decoder_memory_unused", {"cross": "self"}),
         ("decoder_padding_ignored", {"cross": "unmasked"}),
+        ("decoder_memory_real_inverted", {"cross": "inverted"}),
+        ("decoder_cross_before_self", {"cross_first": 1}),
+        ("decoder_cross_before_self", {"cross_first": 1, "norms": ("norm2", "norm1", "norm3")}),
         ("decoder_masks_swapped", {"cross": "unmasked", "sa_mask": True}),
         ("decoder_memory_normalised", {"cross": "norm_mem"}),
         ("decoder_cross_not_normalised", {"bare": (1,)}),

@@ -15,7 +15,7 @@ from torch import nn
 
 from course_utils.checks import _engine as E
 
-from .probes import call_clean, on_device, overflows
+from .probes import Calls, call_clean, on_device, overflows
 
 
 # --------------------------------------------------------------------------- references
@@ -25,7 +25,8 @@ def _norm(x, w, b, eps, **s):
     center = s.get("center", b is not None)
     xc = x - x.mean(dims, keepdim=True) if center or s.get("std_only") else x
     count = 1 if s.get("summed") else math.prod(x.shape[d] for d in dims) - s.get("unbiased", 0)
-    square, eps = xc.pow(2).sum(dims, keepdim=True) / count, 0.0 if s.get("no_eps") else eps
+    eps = 0.0 if s.get("no_eps") else s.get("own_eps", eps)
+    square = xc.pow(2).sum(dims, keepdim=True) / count
     root = square.sqrt() + eps if s.get("outside") else (square + eps).sqrt()
     x = xc if center else x
     y = x * root if s.get("inverted") else x / root
@@ -36,10 +37,12 @@ def _norm(x, w, b, eps, **s):
 _NORM_BUGS = [("norm_eps_outside_root", {"outside": 1}), ("norm_eps_missing", {"no_eps": 1})]
 _NORM_BUGS += [("norm_weight_ignored", {"scale": 0, "shift": shift}) for shift in (1, 0)]
 _NORM_BUGS += [("norm_wrong_axis", {"dims": d}) for d in ((-2,), (0,), (-2, -1))]
+_NORM_BUGS += [("norm_eps_hardcoded", {"own_eps": e}) for e in (1e-12, 1e-6, 1e-5)]  # not self.eps
 LN_BUGS = [("ln_unbiased_variance", {"unbiased": 1}), ("ln_shift_ignored", {"shift": 0})]
 LN_BUGS += [("ln_std_plus_eps", {"unbiased": 1, "outside": 1}), ("ln_not_centred", {"center": 0})]
 LN_BUGS += _NORM_BUGS
 RMS_BUGS = [("rms_centred", {"center": 1}), ("rms_divides_by_std", {"std_only": 1})]
+RMS_BUGS += [("rms_divides_by_std", {"std_only": 1, "unbiased": 1, "outside": o}) for o in (0, 1)]
 RMS_BUGS += [("rms_sum_not_mean", {"summed": 1}), ("rms_multiplied_by_rms", {"inverted": 1})]
 RMS_BUGS += [("rms_one_plus_weight", {"one_plus": 1}), *_NORM_BUGS]
 
@@ -60,7 +63,7 @@ def _gelu(x, form="none", **s):
 GELU_BUGS = [("gelu_form_swapped", {"other": True}), ("gelu_cdf_only", {"cdf_only": True})]
 GELU_BUGS += [("gelu_erf_scale", {"erf_scale": 1.0}), ("gelu_erf_scale", {"erf_scale": 0.5})]
 GELU_BUGS += [("gelu_tanh_constants", {"c1": 0.044715, "c2": 0.7978845608})]  # c1 and c2 swapped
-GELU_BUGS += [("gelu_tanh_constants", {"c1": math.sqrt(2 * math.pi)})]  # sqrt(2 pi), not sqrt(2/pi)
+GELU_BUGS += [("gelu_tanh_constants", {"c1": math.sqrt(c)}) for c in (2 * math.pi, math.pi / 2)]
 GELU_BUGS += [("gelu_tanh_constants", {"power": 2}), ("gelu_half_missing", {"half": 1.0})]
 GELU_BUGS += [("gelu_sigmoid_form", {"sigmoid": 1.702}), ("gelu_is_silu", {"sigmoid": 1.0})]
 
@@ -77,6 +80,7 @@ def _swiglu(p, x, act=F.silu, **s):
 SWIGLU_BUGS = [("swiglu_gate_swapped", {"swap": True}), ("swiglu_act_after_product", {"after": 1})]
 SWIGLU_BUGS += [("swiglu_no_gate", {"ungated": True}), ("swiglu_act_on_both", {"both": True})]
 SWIGLU_BUGS += [("swiglu_sum", {"add": True})]
+SWIGLU_BUGS += [("swiglu_geglu_tanh", {"act": partial(F.gelu, approximate="tanh")})]  # Gemma's
 SWIGLU_BUGS += [("swiglu_wrong_activation", {"act": a}) for a in (torch.sigmoid, F.gelu, F.relu)]
 
 
@@ -109,15 +113,23 @@ def _bias(n, h, slopes=None, **s):
     d = d.T if s.get("swap_ij") else d
     m = _slopes(h) if slopes is None else slopes
     bias = s.get("sign", -1) * m[:, None, None] * (d.abs() if s.get("symmetric") else d)
-    return bias if s.get("symmetric") or s.get("unmasked") else bias.masked_fill(d < 0, -torch.inf)
+    hidden = d <= 0 if s.get("diagonal") else d < 0
+    return bias if s.get("symmetric") or s.get("unmasked") else bias.masked_fill(hidden, -torch.inf)
 
 
 BIAS_BUGS = [("alibi_bias_sign", {"sign": 1}), ("alibi_bias_not_causal", {"symmetric": 1})]
 BIAS_BUGS += [("alibi_bias_not_causal", {"unmasked": 1}), ("alibi_bias_transposed", {"swap_ij": 1})]
+BIAS_BUGS += [("alibi_bias_hides_diagonal", {"diagonal": 1})]
+
+
+# torch's own norms (F.layer_norm, nn.LayerNorm, F.rms_norm, nn.RMSNorm, torch.ops.aten ones) by the
+# names a forward calls them under: the exercises ask for the formula
+_NORM_CALLS = ("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "group_norm")
+_NORM_CALLS += ("native_group_norm", "batch_norm", "native_batch_norm", "instance_norm")
 
 
 # --------------------------------------------------------------------------- probes
-def _probe(c, run, x, expected, where, variants, params=None, large=None):
+def _probe(c, run, x, expected, where, variants, params=None, large=None, library=()):
     """``run`` (the student's layer or function) against ``expected`` (float64) on ``x``, on a
     second call of another shape and on ``large`` ((input, words, the mistake a difference there
     names)); the caller's tensor and random state, float64, train mode, gradients to x and to
@@ -128,8 +140,14 @@ def _probe(c, run, x, expected, where, variants, params=None, large=None):
         what = f"{where} on a tensor of shape {tuple(xi.shape)}{how}"
         with E.isolated():
             try:
-                got = c.expect_tensor_output(call_clean(c, run, [xi], what=what), what, xi.shape)
+                with (seen := Calls()):
+                    got = call_clean(c, run, [xi], what=what)
+                got = c.expect_tensor_output(got, what, xi.shape)
             except E.CheckFailure as failure:
+                if not failure.bug and seen.dropped_keepdim():
+                    raise c.bug(
+                        "norm_keepdim_missing", f"{what}:", error=failure.diagnosis
+                    ) from None
                 if i != 1 or failure.bug:
                     raise
                 raise c.bug("layer_fixed_rank", what=where, error=failure.diagnosis) from None
@@ -141,7 +159,9 @@ def _probe(c, run, x, expected, where, variants, params=None, large=None):
             c.compare(got, want, f"{what}:", named, atol=atol, detail={"what": "Its output"})
     mod, params = (run if isinstance(run, nn.Module) else None), params or {}
     with E.isolated():
-        got = c.call(mod.double() if mod else run, x.double(), what=f"{where} on float64 input")
+        run64, x64 = mod.double() if mod else run, x.double()
+        with (seen := Calls()):
+            got = c.call(run64, x64, what=f"{where} on float64 input")
         want = expected(x.double())  # the parameters are float64 too, for the moment
         if mod:
             mod.float()
@@ -149,7 +169,11 @@ def _probe(c, run, x, expected, where, variants, params=None, large=None):
             found = f"a {getattr(got, 'dtype', type(got).__name__)} result"
             raise c.bug("layer_dtype_changed", what=where, found=found)
         if not E.same(got, want, atol=1e-9, rtol=1e-9):
-            raise c.bug("layer_dtype_changed", what=where, found="float64 with float32's precision")
+            err = f"{((got - want).abs() / (want.abs() + 1)).max().item():.1e}"
+            if not seen.below(torch.float64):  # float64 throughout: the formula's own numbers
+                raise c.bug("layer_constant_rounded", what=where, err=err)
+            bug = "layer_upcast_float32" if seen.cast_back() else "layer_dtype_changed"
+            raise c.bug(bug, what=where, found="float64 with float32's precision")
         if mod and not E.same(c.call(mod.train(), x, what=f"{where} in train mode"), expected(x)):
             raise c.bug("layer_train_mode_differs", what=where)
     names = ["the input x", *params]
@@ -175,6 +199,10 @@ def _probe(c, run, x, expected, where, variants, params=None, large=None):
                 raise c.bug("gradient_blocked", where_how, detail=f"{name} gets a wrong gradient")
     owned = [*mod.parameters(), *mod.buffers()] if mod else []
     on_device(c, mod or run, [x], f"{where}, on another device:", owned)
+    with E.isolated(), torch.no_grad(), (seen := Calls()):
+        run(x)  # right in every probe above: now, is it the formula or torch's own layer?
+    if library and (call := seen.called(library)):
+        raise c.bug("layer_library_call", what=where, call=call)
 
 
 def _inputs(d, seed):
@@ -199,8 +227,9 @@ def _layer(c, cls, args, names, seed):
 def _check_norm(c, cls, names, bugs, what, large=None):
     __tracebackhide__ = True
     c.ensure_class(cls, f"a class such as {what}")
-    for d, seed in ((8, 1401), (13, 1402)):
-        module, p, owner = _layer(c, cls, (d,), ("eps", *names), seed)
+    for args, seed in (((8,), 1401), ((13, 1e-4), 1402)):  # eps 1e-4: is self.eps read?
+        module, p, owner = _layer(c, cls, args, ("eps", *names), seed)
+        d = args[0]
         with torch.no_grad():  # a scale and a shift of their own, so that ignoring one shows
             for i, n in enumerate(names):
                 p[n].add_(E.randn(d, seed=seed + 1 + i) * 0.5)
@@ -209,7 +238,7 @@ def _check_norm(c, cls, names, bugs, what, large=None):
         params = {f"the {n}": p[n] for n in names}
         big = (E.randn(2, 4, d, seed=seed) + 1000, " whose features are 1000 ± 1", large)
         ref = lambda x: _norm(x, w, b, eps)  # noqa: E731
-        _probe(c, module, _inputs(d, seed), ref, owner, variants, params, big)
+        _probe(c, module, _inputs(d, seed), ref, owner, variants, params, big, _NORM_CALLS)
     c.passed(
         "right for d = 8 and 13 (tiny, constant, mean-1000 rows too) on (b, n, d) and (n, d), "
         "float64, training, gradients, on another device"
@@ -238,7 +267,7 @@ def check_gelu(fn: object) -> None:
     for form in ("none", "tanh"):
         variants = [(bug, partial(_gelu, form=form, **s)) for bug, s in GELU_BUGS]
         where, run = f"gelu(x, approximate={form!r})", partial(fn, approximate=form)
-        _probe(c, run, x, partial(_gelu, form=form), where, variants)
+        _probe(c, run, x, partial(_gelu, form=form), where, variants, library=("gelu",))
     bad = "gelu_bad_approximate_accepted"
     try:
         fn(x, approximate="exact")
@@ -296,6 +325,7 @@ def check_alibi(alibi_slopes: object, alibi_bias: object) -> None:
         if c.expect_tensor_output(got, what, (h,)).dtype != torch.float32:
             raise c.bug("alibi_not_float32", what=what, dtype=got.dtype)
         variants = [(bug, partial(_slopes, h, **s)) for bug, s in SLOPE_BUGS]
+        variants += [("alibi_slopes_growing", lambda: got if (got.diff() > 0).all() else None)]
         c.compare(got, _slopes(h), f"{what}:", variants, atol=1e-7)
     for n, h in ((5, 4), (6, 3), (1, 2), (7, 12), (5, 4)):  # (5, 4) twice: a second call
         what = f"alibi_bias({n}, {h})"
