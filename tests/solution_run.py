@@ -111,6 +111,28 @@ def _ends_quiet(source: str) -> bool:
     return bool(tokens) and tokens[-1].string == ";"
 
 
+def _last_is_expression(source: str) -> bool:
+    import ast
+
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(body) and isinstance(body[-1], ast.Expr)
+
+
+def _same_display(original: str, instrumented: str) -> str:
+    """The instrumented cell shows what the original shows: IPython displays the value of a
+    cell's last statement when it is an expression, so a cell ending in an assignment, whose
+    instrumented form ends in the ``__shape_check__(...)`` call, gets a final ``pass``; a cell
+    ending in ``;`` keeps it."""
+    if not _last_is_expression(original) and _last_is_expression(instrumented):
+        return instrumented + "\npass"
+    if _ends_quiet(original):
+        return instrumented + ";"
+    return instrumented
+
+
 class Run:
     """What one solution's run needs: its cells' items, sources, and what the preludes set up."""
 
@@ -129,8 +151,8 @@ class Run:
             original = item.cell.source
             item.course_source, item.course_index = original, index
             source, checked, comments = shapes.instrument(original, index)
-            if source != original and _ends_quiet(original):
-                source += ";"
+            if source != original:
+                source = _same_display(original, source)
             for line, comment in comments.items():
                 self.comments.append((f"{index}:{line}", comment, line in checked))
             self.instrumented.extend(f"{index}:{line}" for line in checked)

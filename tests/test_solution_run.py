@@ -22,6 +22,7 @@ CELLS = [
     "print(1 + 1)",
     "# NBVAL_IGNORE_OUTPUT\nprint(7)",
     "print(0.4419)",
+    "z = np.ones(4)  # (4,)",  # ends in an assignment: shows nothing, instrumented too
     "plt.figure(figsize=(4, 3))\nplt.plot([1, 2])\nplt.title('fine', fontsize=12)\nplt.show()",
 ]
 
@@ -37,7 +38,7 @@ def test_one_run_fails_on_each_planted_fault_and_passes_the_right_notebook(tmp_p
     planted.cells[3].outputs[0].text = "3\n"  # a wrong stored output
     planted.cells[4].outputs[0].text = "8\n"  # ignored: NBVAL_IGNORE_OUTPUT
     planted.cells[5].outputs[0].text = "0.4420\n"  # one unit in the last digit: tolerated
-    planted.cells[6].source = planted.cells[6].source.replace("12", "3")  # 3 pt: under 9 px
+    planted.cells[7].source = planted.cells[7].source.replace("12", "3")  # 3 pt: under 9 px
     nbformat.write(planted, folder / "99_planted.ipynb")
     report = tmp_path / "junit.xml"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
