@@ -138,19 +138,22 @@ def test_lazy_submodules_and_unknown_attribute():
 
 # --------------------------------------------------------------------------- README example
 def test_readme_example_is_what_the_check_prints():
-    """The README's example failure (the text block under "## Chapters") is a real check's output."""
+    """The example failure in the README (under "## Chapters") and in the students' guide is a real
+    check's output."""
     from pathlib import Path
 
     from tools.render_check_messages import readme_example
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    chapters = readme[readme.index("## Chapters") :]
-    start = chapters.index("```text\n") + len("```text\n")
-    block = chapters[start : chapters.index("```", start)]
-    assert block.strip() == readme_example().strip(), (
-        "the README's example failure message is stale: paste the output of "
-        "`python -m tools.render_check_messages --readme` into it"
-    )
+    root = Path(__file__).resolve().parents[1]
+    for name, heading in (("README.md", "## Chapters"), ("docs/students.md", "## Self-checks")):
+        text = (root / name).read_text(encoding="utf-8")
+        after = text[text.index(heading) :]
+        start = after.index("```text\n") + len("```text\n")
+        block = after[start : after.index("```", start)]
+        assert block.strip() == readme_example().strip(), (
+            f"{name}'s example failure message is stale: paste the output of "
+            "`python -m tools.render_check_messages --readme` into it"
+        )
 
 
 # --------------------------------------------------------------------------- the device probe

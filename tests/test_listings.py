@@ -39,3 +39,15 @@ def test_a_row_takes_the_title_from_the_first_cell_and_the_rest_from_metadata():
 def test_a_notebook_without_title_or_summary_is_named(title, course):
     with pytest.raises(ValueError, match=r"solutions/12_linear\.ipynb: expected a first cell"):
         listings.chapter_row(_notebook(title, course), "12_linear.ipynb")
+
+
+def test_the_readme_is_a_front_page_without_a_log():
+    """The README opens with the two commands, stays a front page (measurements live on the results
+    page, generated from docs/results/*.json) and carries no dated log."""
+    import re
+
+    text = listings.README.read_text(encoding="utf-8")
+    assert text.split("```bash\n", 1)[1].startswith("make lab ")
+    assert len(text.splitlines()) <= 150, "the README is a front page: move detail to docs/"
+    dated = re.findall(r"\b20\d\d-\d\d-\d\d\b|\bcommit [0-9a-f]{7}\b", text)
+    assert not dated, f"dated log entries in the README (they belong on docs/results.md): {dated}"

@@ -259,15 +259,15 @@ def test_course_directory_of_some_chapters(tmp_path, capsys):
     assert "got '42'" in capsys.readouterr().err
 
 
-def test_readme_points_table_is_what_the_command_prints(capsys):
+def test_the_guides_points_table_is_what_the_command_prints(capsys):
     from pathlib import Path
 
     meta.main(["points"])
     printed = capsys.readouterr().out
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    assert printed in readme, (
-        "the README's points table (under 'Grading with nbgrader') is stale: paste the "
-        "output of `python -m tools.nbgrader_meta points` into it"
+    guide = Path(__file__).resolve().parents[1] / "docs" / "instructors.md"
+    assert printed in guide.read_text(encoding="utf-8"), (
+        "the instructors' guide's points table (under 'Grading with nbgrader') is stale: run "
+        "`make exercises`"
     )
 
 

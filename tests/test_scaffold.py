@@ -36,6 +36,7 @@ GENERATED = (
     f"course_utils/chapters/ch{NN}/__init__.py",
     f"solutions/{NN}_temperature.ipynb",  # its nbgrader metadata, attachments and outputs
     "README.md",  # its generated listings (checked below: nothing else changed)
+    "docs/instructors.md",  # its points table (checked below)
 )
 
 
@@ -89,10 +90,13 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
         f"| {NN} | [Temperature](notebooks/{NN}_temperature.ipynb) | temperature: one exercise and "
         "its self-check | temperature explorer |\n"
     )
-    assert f"| {NN}_temperature | 1 | 2 |" in readme and row in readme
-    old = (ROOT / "README.md").read_text(encoding="utf-8")
-    grown = readme.replace(f"| {NN}_temperature | 1 | 2 |\n", "").replace(row, "")
-    assert grown == old  # only the listings grew: the points table and the chapter table
+    assert row in readme
+    assert readme.replace(row, "") == (ROOT / "README.md").read_text(encoding="utf-8")
+    guide = (copy / "docs" / "instructors.md").read_text(encoding="utf-8")
+    assert f"| {NN}_temperature | 1 | 2 |" in guide
+    grown = guide.replace(f"| {NN}_temperature | 1 | 2 |\n", "")
+    # only the listings grew
+    assert grown == (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
 
     _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *HOUSE_TESTS, timeout=900)
     _run(

@@ -38,7 +38,7 @@ from tools.headers import (  # noqa: F401 - re-exported: nbtools.set_headers and
     set_headers,
     setup_cell_source,
 )
-from tools.listings import README, readme_listings
+from tools.listings import LISTED, readme_listings
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
@@ -233,9 +233,11 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
             problems.append(f"notebooks/{path.name} (no matching solution notebook)")
     if solutions == SOLUTIONS:
         problems += export.stale_chapters(solutions, CHAPTERS, ROOT)
-        text = README.read_text(encoding="utf-8")
-        if readme_listings(text) != text:
-            problems.append("README.md (a generated listing is stale: run `make exercises`)")
+        for listed in LISTED:
+            text = listed.read_text(encoding="utf-8")
+            if readme_listings(text) != text:
+                name = listed.relative_to(ROOT).as_posix()
+                problems.append(f"{name} (a generated listing is stale: run `make exercises`)")
     return problems
 
 
@@ -376,10 +378,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(ROOT)}")
         for path in generate_exercises(only=args.notebooks):
             print(f"wrote {path.relative_to(ROOT)}")
-        text = README.read_text(encoding="utf-8")
-        if readme_listings(text) != text:
-            README.write_text(readme_listings(text), encoding="utf-8")
-            print("wrote README.md")
+        for listed in LISTED:
+            text = listed.read_text(encoding="utf-8")
+            if readme_listings(text) != text:
+                listed.write_text(readme_listings(text), encoding="utf-8")
+                print(f"wrote {listed.relative_to(ROOT).as_posix()}")
     elif args.command == "check":
         problems = stale_files()
         if problems:

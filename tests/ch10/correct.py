@@ -112,7 +112,8 @@ class LlamaPartsBlock(Block):
 
 
 def sinusoid_with_exp_log(n, d):
-    """The PyTorch tutorial's form: exp(-log(10000) * 2i / d), float64 result."""
+    """The PyTorch tutorial's form: exp(-log(10000) * 2i / d), computed in float64 and returned in
+    float32, as the exercise asks (it returned float64 until the check held the exercise to it)."""
     if d % 2:
         raise ValueError(f"an even width is needed, got d={d}")
     position = torch.arange(n, dtype=torch.float64).unsqueeze(1)
@@ -120,7 +121,7 @@ def sinusoid_with_exp_log(n, d):
     table = torch.zeros(n, d, dtype=torch.float64)
     table[:, 0::2] = torch.sin(position * div_term)
     table[:, 1::2] = torch.cos(position * div_term)
-    return table
+    return table.float()
 
 
 def sinusoid_with_numpy_loops(n, d):

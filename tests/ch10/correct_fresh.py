@@ -1,5 +1,7 @@
 """Right but unusual answers to chapter 10's four exercises, written the way public code writes
 them (source in each docstring), adapted to the exercise's interface. Every one must pass its check.
+The exercise asks sinusoidal_positions to refuse an odd d with a ValueError that gives d: each table
+here starts with that refusal (``_even``, added 2026-11-28 when the exercise's text asked for it).
 
 ``RIGHT`` lists (name, check, answer, source)."""
 
@@ -197,10 +199,17 @@ class LoopOfSublayersDecoder(Decoder):
 # ---------------------------------------------------------------- exercise 2
 
 
+def _even(d):
+    """The exercise's refusal of an odd width (added to each source's table below)."""
+    if d % 2:
+        raise ValueError(f"an even d is needed for sine/cosine pairs, got d={d}")
+
+
 def compact_pair_index(n, d):
     """SHI-Labs/Compact-Transformers, src/utils/transformers.py sinusoidal_embedding: a list
     comprehension in Python floats with ``2 * (i // 2) / dim``, made a FloatTensor (batch axis
     dropped)."""
+    _even(d)
     pe = torch.FloatTensor(
         [[p / (10000 ** (2 * (i // 2) / d)) for i in range(d)] for p in range(n)]
     )
@@ -212,6 +221,7 @@ def compact_pair_index(n, d):
 def bert_pytorch_log_space(n, d):
     """codertimo/BERT-pytorch, bert_pytorch/model/embedding/position.py: div_term computed in log
     space, ``(arange(0, d, 2).float() * -(log(10000) / d)).exp()`` (batch axis dropped)."""
+    _even(d)
     pe = torch.zeros(n, d).float()
     position = torch.arange(0, n).float().unsqueeze(1)
     div_term = (torch.arange(0, d, 2).float() * -(math.log(10000.0) / d)).exp()
@@ -224,6 +234,7 @@ def dongjunlee_issue_matmul(n, d):
     """DongjunLee/transformer-tensorflow issue #6, the rewrite proposed there: a frequency per
     feature from ``np.arange(dim) // 2``, one matmul of positions by frequencies, then sin/cos of
     alternate columns, in float32 NumPy."""
+    _even(d)
     div_term = np.power(10000.0, -(np.arange(d) // 2).astype(np.float32) * 2.0 / d)
     div_term = div_term.reshape(1, -1)
     pos = np.arange(n, dtype=np.float32).reshape(-1, 1)
@@ -237,6 +248,7 @@ def llama_polar(n, d):
     """meta-llama/llama, llama/model.py precompute_freqs_cis: ``freqs = 1 / theta ** (arange(0, dim,
     2) / dim)``, ``torch.polar(ones, outer(t, freqs))``; the complex numbers' imaginary (sin) and
     real (cos) parts interleaved."""
+    _even(d)
     freqs = 1.0 / (10000.0 ** (torch.arange(0, d, 2)[: d // 2].float() / d))
     t = torch.arange(n, dtype=torch.float32)
     freqs_cis = torch.polar(torch.ones(n, d // 2), torch.outer(t, freqs))

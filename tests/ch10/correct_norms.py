@@ -13,8 +13,8 @@ from tests.ch10.buggy_norms import LayerNorm, RMSNorm, SwiGLU, alibi_slopes
 
 
 class FunctionalLayerNorm(LayerNorm):
-    """F.layer_norm with the layer's own parameters (the exercise asks for the formula; a grader's
-    check cannot tell, and the result is right)."""
+    """F.layer_norm with the layer's own parameters: right numbers, but the exercise asks for the
+    formula, so the check refuses it (``LIBRARY``)."""
 
     def forward(self, x):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
@@ -59,7 +59,8 @@ def gelu_horner(x, approximate="none"):
 
 
 def gelu_through_torch(x, approximate="none"):
-    """F.gelu itself, which raises RuntimeError for a bad approximate: wrapped into ValueError."""
+    """F.gelu itself, which raises RuntimeError for a bad approximate: wrapped into ValueError.
+    Right numbers, refused as a library call (``LIBRARY``)."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate must be 'none' or 'tanh', but got {approximate!r}")
     return F.gelu(x, approximate=approximate)
@@ -106,16 +107,20 @@ def bias_key_positions(n, num_heads):
 
 
 ANSWERS = [
-    ("check_layer_norm", (nn.LayerNorm,)),
-    ("check_layer_norm", (FunctionalLayerNorm,)),
     ("check_layer_norm", (RsqrtVarLayerNorm,)),
     ("check_rms_norm", (UpcastRMSNorm,)),
     ("check_rms_norm", (NormalizeRMSNorm,)),
     ("check_gelu", (gelu_horner,)),
-    ("check_gelu", (gelu_through_torch,)),
     ("check_swiglu", (SigmoidGateSwiGLU,)),
     ("check_alibi", (slopes_authors, lambda n, h: bias_key_positions(n, h))),
     ("check_alibi", (slopes_strided, bias_key_positions)),
+]
+# torch's own layers: right in every probe (the library check runs last), refused as library calls
+# because the exercises ask for the formula (tests/ch10/test_ch10_review.py)
+LIBRARY = [
+    ("check_layer_norm", (nn.LayerNorm,)),
+    ("check_layer_norm", (FunctionalLayerNorm,)),
+    ("check_gelu", (gelu_through_torch,)),
 ]
 if hasattr(nn, "RMSNorm"):  # torch 2.4 and later
 
@@ -125,4 +130,4 @@ if hasattr(nn, "RMSNorm"):  # torch 2.4 and later
         def __init__(self, d, eps=1e-5):
             super().__init__(d, eps=eps)
 
-    ANSWERS.append(("check_rms_norm", (TorchRMSNorm,)))
+    LIBRARY.append(("check_rms_norm", (TorchRMSNorm,)))

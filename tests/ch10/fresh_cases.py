@@ -4,10 +4,13 @@
 ids seen for that answer (None: only a generic difference or a relayed crash) to the reviewer's
 judgement of the message, ``"yes"`` when it names the true cause in the chapter's words, else
 ``"no: why"``. An id not listed is "unreviewed" (the checks changed): read the message and add it.
-The judgements were made by reading each message, never the checks' code or catalogue.
+The judgements were made by reading each message, never the checks' code or catalogue; those marked
+FIXED were added after the checks were fixed (branch ch10fix, 2026-11-28), by reading the new
+message against the source's cause, and the one "yes" of each answer is the id its test expects.
 
 ``PROBES``: grader-style inputs (another device, defaults never passed, long inputs, dtypes), each
-with the verdict a check should give ("reject") and what the reviewer saw on 2026-11-28."""
+with the id a check must reject it with and what the reviewer saw on 2026-11-28 (the last five were
+added with the fixes)."""
 
 from tests.ch10 import buggy_fresh as b
 from tests.ch10 import buggy_fresh_tables as t
@@ -17,6 +20,7 @@ BLOCK, DECODER = "check_transformer_block", "check_decoder_block"
 TABLE, MASK = "check_sinusoidal_positions", "check_packed_causal_mask"
 YES = "yes"
 GENERIC = "no: only the largest difference is shown"
+FIXED = "yes (ch10fix)"
 
 WRONG = [
     # exercise 1: the block
@@ -29,7 +33,7 @@ WRONG = [
             None: GENERIC
             + "; the catalogue cites this very issue for block_residual_after_norm, which"
             " covers 'every sub-layer, or only before the FFN' but not the attention alone",
-            "block_residual_after_norm": YES,
+            "block_residual_after_norm": FIXED + ": the diagnosis now covers the attention alone",
         },
     ),
     (
@@ -79,7 +83,7 @@ WRONG = [
         BLOCK,
         "theislab/CellFlow#296",
         "FFN output discarded: x + dropout(x)",
-        {None: GENERIC},
+        {None: GENERIC, "block_ffn_output_unused": FIXED},
     ),
     (
         b.HyunwoongDropoutAfterNorm,
@@ -129,7 +133,7 @@ WRONG = [
         DECODER,
         "ml-explore/mlx#1636 and #3382",
         "post-norm: norm1 reused after cross-attention; cross queries from the raw self-attention",
-        {None: GENERIC},
+        {None: GENERIC, "decoder_norm1_reused_raw_queries": FIXED + ": both causes named"},
     ),
     (
         b.MlxCrossQueryFromSublayer,
@@ -143,14 +147,17 @@ WRONG = [
         DECODER,
         "keitakurita/Practical_NLP_in_PyTorch#1",
         "cross-attention ignores the memory (keys and values from the decoder)",
-        {None: GENERIC},
+        {
+            None: GENERIC,
+            "decoder_memory_unused": FIXED + " (found by behaviour: memory changed, output not)",
+        },
     ),
     (
         b.MaxjcohenSelfAttentionTwice,
         DECODER,
         "maxjcohen/transformer#23",
         "cross-attention computed with self_attn's weights (cross_attn unused)",
-        {None: GENERIC},
+        {None: GENERIC, "decoder_cross_uses_self_attn": FIXED},
     ),
     (
         b.SlpResidualFromMemory,
@@ -195,7 +202,8 @@ WRONG = [
         "row 0 kept at zeros (padding); exponent per feature",
         {
             "sinusoid_cos_missing": "no: it blames missing cosines or sin/cos chosen by rows; the zero row"
-            " is a deliberate padding row, and the exponent per feature is not mentioned"
+            " is a deliberate padding row, and the exponent per feature is not mentioned",
+            "sinusoid_padding_row": FIXED + ": the padding row, then the frequency per feature",
         },
     ),
     (
@@ -203,7 +211,11 @@ WRONG = [
         TABLE,
         "maxjcohen/transformer#62",
         "base 1000; cosine exponents shifted by one feature",
-        {"sinusoid_frequency_per_feature": YES + " (the shifted cosines; base 1000 not mentioned)"},
+        {
+            "sinusoid_frequency_per_feature": YES
+            + " (the shifted cosines; base 1000 not mentioned; FIXED: the sines' own frequencies"
+            " are now shown beside the paper's)"
+        },
     ),
     (
         t.samlynn_double_exponent,
@@ -212,7 +224,8 @@ WRONG = [
         "exponent doubled; cosine one step further",
         {
             "sinusoid_frequency_per_feature": YES
-            + " (the cosine's own frequency; doubling unmentioned)"
+            + " (the cosine's own frequency; doubling unmentioned; FIXED: the sines' own"
+            " frequencies are now shown beside the paper's)"
         },
     ),
     (
@@ -234,7 +247,7 @@ WRONG = [
         TABLE,
         "zju3dv/LoFTR#41",
         "frequencies exp(-2i) by operator precedence; positions start at 1",
-        {None: GENERIC},
+        {None: GENERIC, "sinusoid_wrong_frequencies": FIXED + ": cites LoFTR#41, then positions"},
     ),
     (
         t.warner_context_size,
@@ -312,7 +325,8 @@ WRONG = [
         {
             "packed_not_bool": YES
             + " (but its reason, 'a mask of 0s and 1s would hide nothing', is"
-            " wrong for a 0/-inf mask, which SDPA would apply correctly)"
+            " wrong for a 0/-inf mask, which SDPA would apply correctly; FIXED: an additive mask"
+            " now gets its own reason)"
         },
     ),
     (
@@ -332,63 +346,110 @@ WRONG = [
 ]
 
 PROBES = [
-    # (answer, check, what it does, the verdict a check should give, seen on 2026-11-28)
+    # (answer, check, what it does, the id a check must name, seen on 2026-11-28)
     (
         p.mask_built_on_cpu,
         MASK,
         "mask built from lengths on the CPU, never on doc_ids's device",
-        "reject",
+        "result_on_cpu",
         "accepted, with 'made on the input's device' in its success line",
     ),
-    (p.mask_via_cpu_copy, MASK, "doc_ids.cpu() then a CPU mask returned", "reject", "accepted"),
+    (
+        p.mask_via_cpu_copy,
+        MASK,
+        "doc_ids.cpu() then a CPU mask returned",
+        "result_on_cpu",
+        "accepted",
+    ),
     (
         p.DecoderKeyPaddingIdiom,
         DECODER,
         "~memory_real in forward: TypeError when it is None",
-        "reject",
+        "decoder_memory_real_default",
         "accepted: memory_real=None (the signature's default) is never passed",
     ),
     (
         p.DecoderDefaultMaskOnCpu,
         DECODER,
         "default all-real mask made without device when None",
-        "reject",
+        "cpu_tensor_in_forward",
         "accepted: memory_real=None is never passed",
     ),
     (
         p.table_sliced_from_512_rows,
         TABLE,
         "table built for max_len=512 rows and sliced",
-        "reject",
+        "sinusoid_table_too_short",
         "accepted: the largest table tried has 50 rows",
     ),
-    (p.table_float64, TABLE, "float64 table where float32 is asked", "reject", "accepted"),
+    (
+        p.table_float64,
+        TABLE,
+        "float64 table where float32 is asked",
+        "sinusoid_not_float",
+        "accepted",
+    ),
     (
         p.BlockInPlaceResidual,
         BLOCK,
         "x += ... changes the caller's x",
-        "reject",
+        "input_modified",
         "rejected: input_modified",
     ),
     (
         p.mask_shifts_ids_in_place,
         MASK,
         "doc_ids -= min changes the caller's ids",
-        "reject",
+        "input_modified",
         "rejected: input_modified",
     ),
     (
         p.DecoderCachesMemory,
         DECODER,
         "memory cached on self at the first call",
-        "reject",
+        "state_between_calls",
         "rejected: state_between_calls",
     ),
     (
         p.BlockSdpaMaskOnCpu,
         BLOCK,
         "SDPA with a causal mask made without device",
-        "reject",
+        "cpu_tensor_in_forward",
         "rejected: cpu_tensor_in_forward",
+    ),
+    (
+        p.BlockBiasBeforeDropout,
+        BLOCK,
+        "an extra __init__ parameter before dropout",
+        "block_dropout_argument_lost",
+        "rejected as block_dropout_missing (the reviewer: misleading)",
+    ),
+    (
+        p.table_seeds_the_global_rng,
+        TABLE,
+        "torch.manual_seed(0) inside the function",
+        "random_state_changed",
+        "not tried (added with the fixes)",
+    ),
+    (
+        p.LayerNormOnePass,
+        "check_layer_norm",
+        "one-pass variance, wrong for a large mean",
+        "ln_variance_cancels",
+        "not tried (added with the fixes)",
+    ),
+    (
+        p.gelu_tanh_from_exp,
+        "check_gelu",
+        "tanh written with exp: NaN past |z| = 88",
+        "layer_overflows",
+        "not tried (added with the fixes)",
+    ),
+    (
+        p.SwiGLUSiluFromExp,
+        "check_swiglu",
+        "SiLU as g / (1 + exp(-g)): NaN gradients for large negative gates",
+        "layer_overflows",
+        "not tried (added with the fixes)",
     ),
 ]

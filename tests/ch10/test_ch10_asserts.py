@@ -168,6 +168,46 @@ def test_gradient_asserts_fail_when_both_stacks_are_pre_norm(training):
         exec(cell("ratio = {layers: last_grad"), ns)
 
 
+# The gradient norms the chapter stored (post-norm, pre-norm at 2, 4, 8, 16 blocks): the ratio rises
+# at every doubling, the post-norm one dips at 8 and the pre-norm one rises from 8 to 16.
+STORED_GRADIENTS = {2: (0.372, 0.261), 4: (0.422, 0.276), 8: (0.394, 0.231), 16: (0.482, 0.237)}
+
+
+def _gradients(table):
+    return {(n, norm_first): table[n][norm_first] for n in table for norm_first in (0, 1)}
+
+
+def test_gradient_asserts_hold_for_the_stored_curves_that_are_not_monotone():
+    """The text claims the ratio, not monotone curves: the stored rows (not monotone) pass."""
+    exec(
+        cell("ratio = {layers: last_grad"),
+        {"depths": (2, 4, 8, 16), "last_grad": _gradients(STORED_GRADIENTS)},
+    )
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        {
+            **STORED_GRADIENTS,
+            8: (0.330, 0.231),
+        },  # the ratio falls from 4 to 8 blocks (1.53 -> 1.43)
+        {
+            **STORED_GRADIENTS,
+            16: (0.560, 0.280),
+        },  # pre-norm larger at 16 blocks than at 4 (ratio still rising)
+        {**STORED_GRADIENTS, 16: (0.400, 0.190)},  # post-norm smaller at 16 blocks than at 4
+    ],
+    ids=["ratio-dips", "pre-norm-grows", "post-norm-shrinks"],
+)
+def test_gradient_asserts_fail_on_each_planted_wrong_claim(planted):
+    with pytest.raises(AssertionError):
+        exec(
+            cell("ratio = {layers: last_grad"),
+            {"depths": (2, 4, 8, 16), "last_grad": _gradients(planted)},
+        )
+
+
 # ----------------------------------------------------------------------------- section 2
 @pytest.fixture(scope="module")
 def positions(training):

@@ -40,13 +40,19 @@ def bytes_as_tensor(layout, context, batch=1, bytes_per_value=2):
 
 
 def mla_with_sdpa(x, w, cache=None):
-    """Naive MLA through SDPA: queries and keys of width hd + dr (the rotary key broadcast to every
-    head, rotated at use time from an unrotated cache), SDPA's default scale 1/sqrt(hd + dr)."""
+    """Naive MLA through SDPA: queries and keys of width hd + dr (the cached, rotated rotary key
+    broadcast to every head), SDPA's default scale 1/sqrt(hd + dr). Until the second fresh attack
+    this cached the rotary keys unrotated and rotated all N at every call: right outputs, but not the
+    cache the exercise asks for (buggy_fresh2.py's mla_rope_keys_cached_unrotated, now refused)."""
     b, n, _ = x.shape
     h, hd, dr = w.heads, w.head_dim, w.rope_dim
-    latent, raw = x @ w.w_dkv.T, x @ w.w_kr.T  # (b, n, dc), (b, n, dr): rotary keys kept unrotated
+    start = 0 if cache is None else cache[0].shape[1]
+    latent = x @ w.w_dkv.T  # (b, n, dc)
+    rotated = apply_rope(
+        x @ w.w_kr.T, torch.arange(start, start + n, device=x.device)
+    )  # (b, n, dr)
     if cache is not None:
-        latent, raw = torch.cat([cache[0], latent], 1), torch.cat([cache[1], raw], 1)
+        latent, rotated = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rotated], 1)
     N = latent.shape[1]
     every = torch.arange(N, device=x.device)  # (N,)
     q = torch.cat(
@@ -59,13 +65,13 @@ def mla_with_sdpa(x, w, cache=None):
     k = torch.cat(
         [
             (latent @ w.w_uk.T).view(b, N, h, hd).transpose(1, 2),
-            apply_rope(raw, every)[:, None].expand(b, h, N, dr),
+            rotated[:, None].expand(b, h, N, dr),
         ],
         -1,
     )  # (b, h, N, hd + dr)
     v = (latent @ w.w_uv.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=sliding_window_mask(n, N, N, x.device))
-    return out.transpose(1, 2).reshape(b, n, h * hd) @ w.w_o.T, (latent, raw)
+    return out.transpose(1, 2).reshape(b, n, h * hd) @ w.w_o.T, (latent, rotated)
 
 
 def mla_absorbed_into_output(x, w, cache=None):

@@ -67,9 +67,10 @@ def shared_by_handing_along(x, layers, kv_source, heads, cache=None):
 
 
 def sparse_float_masks(q, k, v, index_scores, topk):
-    """rasbt/LLMs-from-scratch ch04/09_dsa/gpt_with_kv_dsa.py's way: a float causal mask (-inf in the
-    future) added to the index scores before topk(min(topk, N)), a sparse mask of -inf with 0 scattered
-    at the chosen keys, both added to the scaled scores."""
+    """The way of ch04/09_dsa/gpt_with_kv_dsa.py in rasbt/LLMs-from-scratch pull request #1014 (not
+    on its main branch): a float causal mask (-inf in the future) added to the index scores before
+    topk(min(topk, N)), a sparse mask of -inf with 0 scattered at the chosen keys, both added to the
+    scaled scores."""
     n, N = q.shape[-2], k.shape[-2]
     q_pos = torch.arange(N - n, N, device=q.device)
     causal = torch.zeros(n, N, device=q.device).masked_fill(

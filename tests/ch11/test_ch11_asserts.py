@@ -129,6 +129,9 @@ def _wrong_decode_cost(real, kind_of_fault):
             return real(kind, N, d, heads, head_dim, kv_heads, window, **mla)
         if kind_of_fault == "cached keys count the latent" and kind == "mla_kv_cache":
             return flops, weights, N * (mla["latent_dim"] + mla["rope_dim"])
+        if kind_of_fault == "absorbed form at the cached keys' width" and kind == "mla_absorbed":
+            dc, dr = mla["latent_dim"], mla["rope_dim"]
+            return flops - 2 * h * N * (2 * dc + dr) + 2 * h * N * (2 * hd + dr), weights, cached
         return flops, weights, cached
 
     return cost
@@ -154,6 +157,31 @@ def _wrap(name, make):
         ns[name] = make(ns[name])
 
     return plant
+
+
+class _Swapped:
+    """A module seen through one swapped attribute (``cu`` whose ``chapters.x`` is wrong)."""
+
+    def __init__(self, real, **swapped):
+        self._real, self._swapped = real, swapped
+
+    def __getattr__(self, name):
+        return self._swapped[name] if name in self._swapped else getattr(self._real, name)
+
+
+def _in_chapters(name, make):
+    """Plant a wrong ``cu.chapters.<name>``: section 6 runs the chapter's own functions."""
+
+    def plant(ns):
+        chapters = _Swapped(cu.chapters, **{name: make(getattr(cu.chapters, name))})
+        ns["cu"] = _Swapped(cu, chapters=chapters)
+
+    return plant
+
+
+def _source_fault(old, new):
+    """Plant a wrong number in the cell's own source (a constant the sentence relies on)."""
+    return ("source", old, new)
 
 
 FAULTS = {
@@ -261,10 +289,26 @@ FAULTS = {
     "sparse attends to all": (["sparse_counts[t + 1]"], None),
     "sparse step without the gather": (
         ["sparse_counts[t + 1]"],
-        _wrap(
+        _in_chapters(
             "sparse_decode_step",
             lambda real: lambda x_new, w, cache, topk, heads: real(x_new, w, cache, 10**6, heads),
         ),
+    ),
+    "shared layer makes keys too": (
+        ["shared_counts = {}"],
+        _in_chapters(
+            "shared_kv_forward",
+            lambda real: (
+                lambda x, layers, kv_source, heads, cache=None: real(
+                    x, layers, list(range(len(layers))), heads, cache
+                )
+            ),
+        ),
+    ),
+    "absorbed form at the cached keys' width": (["at_32k = {", "cache_heavier"], None),
+    "MLP of two matrices": (
+        ["cache_heavier"],
+        _source_fault("llama_mlp = 3 * 4096 * 14336", "llama_mlp = 2 * 4096 * 14336"),
     ),
     "W_uv forgotten": (["mla_counts = {}"], None),
     "state grows": (["recurrent_counts = {}"], None),
@@ -286,6 +330,10 @@ def test_each_asserting_cell_fails_on_a_planted_fault(chapter, fault):
         ns["decode_cost"] = _wrong_decode_cost(
             chapter["decode_cost"], COST_FAULT_OF.get(fault, fault)
         )
+    elif isinstance(plant, tuple):  # a wrong number in the asserting cell itself
+        _, old, new = plant
+        assert all(old in source for source in sources[-1:]), old
+        sources[-1] = sources[-1].replace(old, new)
     else:
         plant(ns)
     with pytest.raises(AssertionError):

@@ -59,14 +59,32 @@ def test_the_published_numbers_are_the_configs():
         64,
     )
     assert list(ch.MAX_CONTEXT.values()) == [1024, 8192, 32768, 32768, 40960, 163840]
+    # Mistral's paper (context_len 8192), Qwen3 8B's card (32,768 native), DeepSeek-V3's README (128K)
+    assert list(ch.STATED_CONTEXT.values()) == [1024, 8192, 8192, 32768, 32768, 131072]
     assert list(ch.QUERY_HEADS.values()) == [12, 32, 32, 4, 32, 128]
-    assert list(ch.MAX_CONTEXT) == list(ch.QUERY_HEADS) == list(ch.PUBLISHED)
+    assert (
+        list(ch.MAX_CONTEXT)
+        == list(ch.STATED_CONTEXT)
+        == list(ch.QUERY_HEADS)
+        == list(ch.PUBLISHED)
+    )
 
 
-def test_beyond_limit_names_only_a_context_past_the_limit():
+def test_beyond_limit_names_only_a_context_past_what_the_model_reads():
     assert ch.beyond_limit("Llama 3 8B", 8192) == ""
-    assert ch.beyond_limit("Llama 3 8B", 8193) == "beyond its 8,192-token limit"
+    assert ch.beyond_limit("Llama 3 8B", 8193) == (
+        "beyond its 8,192-token config limit (Llama 3.1 8B, the same shape, reads it)"
+    )
+    assert ch.beyond_limit("Llama 3 8B", 131_073) == "beyond its 8,192-token config limit"
+    assert ch.beyond_limit("GPT-2 small", 1025) == "beyond its 1,024-token config limit"
     assert ch.beyond_limit("DeepSeek-V3", 131_072) == ""
+    assert (
+        ch.beyond_limit("DeepSeek-V3", 131_073)
+        == "past its stated 131,072 tokens (config: 163,840)"
+    )
+    assert ch.beyond_limit("Mistral 7B", 8193) == "past its stated 8,192 tokens (config: 32,768)"
+    assert ch.beyond_limit("Qwen3 8B", 32_768) == ""
+    assert ch.beyond_limit("Qwen3 8B", 40_961).startswith("beyond its 40,960-token config limit")
 
 
 def test_kv_cache_bytes_by_hand():
@@ -85,10 +103,29 @@ def test_layout_variants_keep_the_shape_and_change_the_cache():
         assert variants["published"] == published
         assert variants["MHA"].kv_heads == ch.QUERY_HEADS[model]
         assert variants["MQA"].kv_heads == 1 and variants["MLA 512 + 64"].latent_dim == 512
-        assert all(v is None or v.layers == published.layers for v in variants.values())
-        assert (variants["2 layers per cache"] is None) == (published.layers % 2 == 1)
+        layouts = [v for v in variants.values() if not isinstance(v, str)]
+        assert all(v.layers == published.layers for v in layouts)
+        assert isinstance(variants["2 layers per cache"], str) == (published.layers % 2 == 1)
+        heads = ch.QUERY_HEADS[model]  # 8 groups need a multiple of 8 above 8
+        assert isinstance(variants["GQA 8"], str) == (heads <= 8 or heads % 8 != 0)
+    assert (
+        ch.layout_variants("Gemma 3 1B")["GQA 8"]
+        == "not possible: 4 query heads do not form 8 groups"
+    )
+    assert ch.layout_variants("DeepSeek-V3")["2 layers per cache"] == (
+        "not possible: 61 layers do not pair up"
+    )
     with pytest.raises(ValueError, match="model must be one of"):
         ch.layout_variants("GPT-5")
+
+
+def test_deepseek_variants_cache_what_its_naive_mode_caches():
+    """Keys of 128 + 64 and values of 128 per key/value head (section 2's 40,960 numbers for MHA,
+    Q2's 320 for MQA), not 2 x 128: the explorer's DeepSeek-V3 bars agree with the text."""
+    variants = ch.layout_variants("DeepSeek-V3")
+    assert ch.kv_cache_bytes(variants["MHA"], 1) == 61 * 128 * (192 + 128) * 2
+    assert ch.kv_cache_bytes(variants["MQA"], 1) == 61 * 320 * 2
+    assert ch.kv_cache_bytes(variants["MHA"], 32_768) / 2**30 == 152.5
 
 
 # ----------------------------------------------------------------------------- section 2

@@ -1,6 +1,6 @@
-"""Every line of the README's "A course, step by step" block, run as written (`make test-nbgrader`).
+"""Every line of the instructors' guide's "A course, step by step" block, run as written (`make test-nbgrader`).
 
-The block is read from README.md. Its first line (`make test-nbgrader`) is the command running this
+The block is read from docs/instructors.md. Its first line (`make test-nbgrader`) is the command running this
 test, so it is skipped; `~` is a temporary home; one student hands in the release untouched where
 the comment says students' work goes; `jupyter lab` is started without a browser on a free port
 and must serve the formgrader page.
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def readme_steps() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text.split("**A course, step by step**", 1)[1].split("```bash\n", 1)[1]
+    text = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    block = text.split("### A course, step by step", 1)[1].split("```bash\n", 1)[1]
     return [line for line in block.split("```", 1)[0].splitlines() if line.strip()]
 
 
@@ -39,11 +39,11 @@ def _free_port() -> int:
 
 
 def _bash(line: str, cwd: Path, env: dict) -> Path:
-    """Run one README line in bash from ``cwd``; return the directory it leaves the shell in."""
+    """Run one guide line in bash from ``cwd``; return the directory it leaves the shell in."""
     done = subprocess.run(
         ["bash", "-c", f"{line}\npwd"], cwd=cwd, env=env, capture_output=True, text=True
     )
-    assert done.returncode == 0, f"README step failed: {line}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"guide step failed: {line}\n{done.stdout}\n{done.stderr}"
     warnings = [w for w in done.stderr.splitlines() if "db_assignments" in w or "db_students" in w]
     assert not warnings, f"{line}: nbgrader warns about options it does not know: {warnings}"
     return Path(done.stdout.strip().splitlines()[-1])

@@ -148,9 +148,6 @@ def chapter_title(nb) -> str:
     return nb.cells[0].source.split("\n")[0].lstrip("# ").strip()
 
 
-_POINTS = re.compile(r"<!-- site: points -->\n.*?<!-- end site -->", re.S)
-
-
 def chapter_table(notebooks: list) -> str:
     """The front page's table of chapters, from each solution's title and ``course`` metadata."""
     rows = ["| # | Chapter | You build | Explorer |", "|---|---|---|---|"]
@@ -165,8 +162,6 @@ def chapter_table(notebooks: list) -> str:
 
 def stage(manifests: list[dict], src: Path = SRC) -> list[str]:
     """Write the Sphinx source folder; return the chapter page names in order."""
-    from tools import nbgrader_meta
-
     chapters, notebooks = [], []
     wanted = {"index.md"}
     for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
@@ -184,7 +179,6 @@ def stage(manifests: list[dict], src: Path = SRC) -> list[str]:
         wanted.add(rel)
     for guide in GUIDES:
         text = (ROOT / "docs" / f"{guide}.md").read_text(encoding="utf-8")
-        text = _POINTS.sub(lambda m: nbgrader_meta.points_table(), text)
         text = text.replace("](../figures/", "](figures/")  # docs/ on GitHub, the site's root here
         write_if_changed(src / f"{guide}.md", text)
         wanted.add(f"{guide}.md")

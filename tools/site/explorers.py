@@ -45,7 +45,6 @@ CAPS: dict[str, dict[str, tuple]] = {
         "heads": (1, 2, 4, 8, 12, 16, 32),
         "batch": (1, 4, 16, 64),
     },
-    "kv_wall_explorer": {"batch": (1, 8, 64)},  # 6 models x 7 layouts x 8 contexts x 7 = 2,352
 }
 WEBP = {"lossless": True, "method": 1, "quality": 50}
 """Pillow's WebP settings: lossless (text stays exact), the fast method (docs/site.md: measured)."""

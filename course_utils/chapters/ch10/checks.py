@@ -1,5 +1,6 @@
-"""Self-checks for chapter 10: the transformer block (pre- and post-norm), the decoder block, the
-sinusoidal position table and the packed-document mask. A block is recomputed from the student's
+"""Self-checks for chapter 10: the transformer block (pre- and post-norm) and the decoder block (the
+sinusoidal table and the packed mask: checks_tables.py; the norms, GELU, SwiGLU, ALiBi:
+checks_norms.py). A block is recomputed from the student's
 own parts (one reference function, rewired by a table of switches per known mistake), in eval mode
 (the wiring) and in training with dropout (where the dropout goes). In training the masks are
 captured: every dropout call of the student's forward is recorded with the tensor it dropped, and
@@ -8,12 +9,15 @@ of its shape), so the comparison is exact whatever the order of the draws."""
 
 from __future__ import annotations
 
+import inspect
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from course_utils.checks import _engine as E
+
+from .probes import on_device
 
 # Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (the wiring is graded)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
@@ -65,7 +69,7 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
     else:
         fs = [lambda h: first(h, None, real) if sw.get("sa_mask") else first(h)]
     if mem is not None:
-        ca, n2 = p["cross_attn"], p["norm2"]
+        ca, n2 = p[sw.get("ca_module", "cross_attn")], p["norm2"]
         args = {
             "": lambda h: (h, mem, real),
             "swap": lambda h: (mem, h, real),
@@ -73,8 +77,10 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
             "self": lambda h: (h,),
             "unmasked": lambda h: (h, mem),
             "norm_mem": lambda h: (h, n2(mem), real),
+            "inverted": lambda h: (h, mem, ~real),  # nn.MultiheadAttention's key_padding_mask
         }[sw.get("cross", "")]
         fs.append(lambda h: ca(*args(h)))
+        fs = fs[1::-1] if sw.get("cross_first") else fs  # cross-attention, then self-attention
     fs.append(p["ff"])
     ns = [p[k] for k in sw.get("norms", ("norm1", "norm2", "norm3")[: len(fs)])]
     x0 = s = x
@@ -86,7 +92,9 @@ def _wired(p: dict, nf: bool, x, mem=None, real=None, **sw) -> torch.Tensor:
         h = src if not nf or at("bare") or on_branch else n(src)
         base = mem if sw.get("res_mem") and i == 1 else x0 if at("from_x") else x
         base = h if nf and at("after_norm") else s if sw.get("sum_res") and not nf else base
-        out = raw = h if at("unused") else f(y if q_prev and i == 1 else h)
+        out = raw = (
+            h if at("unused") else src if at("discard") else f(y if q_prev and i == 1 else h)
+        )
         if on_branch:  # x + norm(f(x))
             out = n(d(out)) if on_branch == "in" else d(n(out))
         elif drop_at != "sum" and (drop_at != "norm" or nf):
@@ -104,6 +112,7 @@ _BLOCK_BUGS = [  # (mistake id, switches of _wired), tried in this order on a wr
     ("block_norm_placement", {"flip": True}),
     ("block_residual_after_norm", {"after_norm": ALL}),
     ("block_residual_after_norm", {"after_norm": (-1,)}),
+    ("block_residual_after_norm", {"after_norm": (0,)}),
     ("block_norm_on_branch", {"on_branch": "in"}),
     ("block_norm_on_branch", {"on_branch": "out"}),
     ("block_residual_skips_norm", {"sum_res": True}),
@@ -111,6 +120,7 @@ _BLOCK_BUGS = [  # (mistake id, switches of _wired), tried in this order on a wr
     ("block_attn_no_residual", {"no_res": (0,)}),
     ("block_ffn_residual_from_input", {"from_x": (-1,)}),
     ("block_ffn_output_unused", {"unused": (-1,)}),
+    ("block_ffn_output_unused", {"discard": (-1,)}),
     ("block_residual_twice", {"twice": (-1,)}),
     ("block_residual_twice", {"twice": ALL}),
     ("block_residual_overwritten", {"out": (0,)}),
@@ -132,12 +142,18 @@ _ONLY = {
         ("decoder_cross_swapped", {"cross": "swap_bare"}),
         ("decoder_memory_unused", {"cross": "self"}),
         ("decoder_padding_ignored", {"cross": "unmasked"}),
+        ("decoder_memory_real_inverted", {"cross": "inverted"}),
+        ("decoder_cross_before_self", {"cross_first": 1}),
+        ("decoder_cross_before_self", {"cross_first": 1, "norms": ("norm2", "norm1", "norm3")}),
         ("decoder_masks_swapped", {"cross": "unmasked", "sa_mask": True}),
         ("decoder_memory_normalised", {"cross": "norm_mem"}),
         ("decoder_cross_not_normalised", {"bare": (1,)}),
         ("decoder_cross_queries_from_sublayer", {"q_prev": True}),
         ("decoder_cross_residual_from_memory", {"res_mem": True}),
         ("decoder_self_attention_not_causal", {"sa_module": "cross_attn"}),
+        ("decoder_cross_uses_self_attn", {"ca_module": "self_attn"}),
+        ("block_norm_reused", {"norms": ("norm1", "norm1", "norm3")}),
+        ("decoder_norm1_reused_raw_queries", {"norms": ("norm1", "norm1", "norm3"), "q_prev": 1}),
     ],
 }
 # what a mistake that rewires the norms names, for each norm_first
@@ -161,6 +177,14 @@ def _build(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool):
         parts[name] = E.find_attribute(c, module, name, what, wanted)
         if not callable(parts[name]):
             raise c.bug("not_a_module", what=f"{what}.{name}", kind=type(parts[name]).__name__)
+    if isinstance(parts["drop"], nn.Dropout) and parts["drop"].p != P:
+        try:  # where the fifth positional argument, the dropout, lands
+            landed = list(inspect.signature(cls).bind_partial(d, h, d_ff, ctx, P).arguments)[4]
+        except (TypeError, ValueError, IndexError):
+            landed = "dropout"
+        how = "__init__ does not give it to nn.Dropout" if landed == "dropout" else ""
+        how = how or f"your __init__'s fifth parameter is {landed!r}, so {P} lands there"
+        raise c.bug("block_dropout_argument_lost", what=what, p=parts["drop"].p, how=how)
     g = E.generator(case.seed + 7)
     with torch.no_grad():
         for name, part in parts.items():
@@ -193,7 +217,7 @@ def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool)
     def ref(ins: list, parts: dict = p, **switches) -> torch.Tensor:
         return _wired(parts, nf, *ins, *rest, **switches)
 
-    def forward(ins: list, where: str) -> torch.Tensor:
+    def forward(ins: list, where: str, rest=rest) -> torch.Tensor:
         got = c.call_pure(module, [*ins, *rest], what=f"{call}{where}")
         return c.expect_tensor_output(got, f"{call}{where}", (b, n, d))
 
@@ -202,12 +226,29 @@ def _block_case(c: E.Check, cls: type, case: BlockCase, nf: bool, decoder: bool)
     if not E.same(got, forward(ins, ", called again in eval mode")):
         raise c.bug("block_dropout_in_eval", f"{ctx}, in eval mode:")
     variants = [(bug, lambda sw=sw: ref(ins, **sw)) for bug, sw in bugs]
-    c.compare(got, ref(ins), f"{ctx}, {call}:", variants, context=f"{ctx}:", detail=_NORMS[nf])
     other = [E.randn(*t.shape, seed=case.seed + 4 + i) for i, t in enumerate(ins)]
+    if decoder:  # the output does not change with the memory: the memory is never read
+        same = lambda: (
+            got if E.same(forward([ins[0], other[1]], " with another memory"), got) else None
+        )
+        variants.append(("decoder_memory_unused", same))
+    c.compare(got, ref(ins), f"{ctx}, {call}:", variants, context=f"{ctx}:", detail=_NORMS[nf])
     if not E.same(forward(other, ", then on another input"), ref(other)):
         raise c.bug("state_between_calls", f"{ctx}, two calls with different inputs in eval mode:")
-    if case in (BLOCK_CASES[0], DECODER_CASES[0]):
-        E.probe_device(c, module, (*ins, *rest), f"{ctx}, on another device:")
+    owned = [*module.parameters(), *module.buffers()]
+    on_device(c, module, [*ins, *rest], f"{ctx}, on another device:", owned)
+    if decoder:  # memory_real left at its default, None: every source token is real
+        try:
+            alone = forward(ins, ", memory_real left out", rest=())
+        except E.CheckFailure as failure:
+            if failure.bug or failure.__cause__ is None:
+                raise
+            did = f"raised {type(failure.__cause__).__name__}: {failure.__cause__}"
+            raise c.bug("decoder_memory_real_default", f"{ctx}:", did=did) from None
+        if not E.same(alone, _wired(p, nf, *ins, None)):
+            did = "gave another output than with every source token marked real"
+            raise c.bug("decoder_memory_real_default", f"{ctx}:", did=did)
+        on_device(c, module, ins, f"{ctx}, memory_real left out, on another device:", owned)
     # training: the reference drops each tensor with the mask your forward drew for an equal one
     # (or, for a tensor you did not drop as such, the next mask of its shape: same order)
     module.train()
@@ -260,12 +301,12 @@ def _check_blocks(c: E.Check, cls: type, decoder: bool) -> None:
         for case in cases:
             for nf in (True, False):
                 _block_case(c, cls, case, nf, decoder)
-    what = (
-        "target as long as its source or 1 token, padded" if decoder else "causal and not, 1 token"
-    )
+    what = "target as long as its source or 1 token; memory_real given or left out"
+    what = what if decoder else "causal and not, 1 token"
     c.passed(
-        f"pre-norm and post-norm match on {len(cases)} configurations ({what}), in eval mode and "
-        f"in training with dropout {P} (the reference with your masks), gradients too",
+        f"pre-norm and post-norm match on {len(cases)} configurations ({what}), in eval mode, on "
+        f"another device and in training with dropout {P} (the reference with your masks), "
+        "gradients too",
     )
 
 
@@ -284,160 +325,10 @@ def check_decoder_block(cls: type) -> None:
     _check_blocks(E.Check("check_decoder_block"), cls, decoder=True)
 
 
-# --------------------------------------------------------------------------- sinusoidal positions
-SINUSOID_CASES = ((7, 8), (50, 16), (12, 6), (1, 2))
-_SINUSOID_BUGS = ("sinusoid_pair_index", "sinusoid_positions_from_one")
+__all__ = ["check_decoder_block", "check_transformer_block"]
 
-
-def _table(n: int, d: int, bug: str | None = None) -> torch.Tensor:
-    start = 1 if bug == "sinusoid_positions_from_one" else 0
-    p = torch.arange(start, start + n, dtype=torch.float64)[:, None]  # (n, 1)
-    two = 1 if bug == "sinusoid_pair_index" else 2
-    angle = p * 10_000.0 ** (-two * torch.arange(d // 2, dtype=torch.float64) / d)  # (n, d/2)
-    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).flatten(1)  # sin, cos, ...
-
-
-def _sinusoid_cause(got: torch.Tensor, n: int, d: int) -> tuple[str | None, dict]:
-    """The mistake the table's structure shows: its row 0 (position 0 must read 0, 1, 0, 1, ...),
-    then each pair's columns (a sine and a cosine of the position, at one frequency w_i)."""
-    t = got.detach().cpu().double()
-    rows = {
-        "sinusoid_phases_swapped": torch.tensor([1.0, 0.0]).repeat(d // 2),
-        "sinusoid_halves": torch.tensor([0.0, 1.0]).repeat_interleave(d // 2),
-        "sinusoid_cos_missing": torch.zeros(d),
-    }
-    for bug, row in rows.items():
-        if d > 2 and torch.allclose(t[0], row.double(), atol=1e-4):
-            return bug, {}
-    if n < 3:
-        return None, {}
-    p, sin, cos = torch.arange(n, dtype=torch.float64)[:, None], t[:, 0::2], t[:, 1::2]
-    w_sin = torch.atan2(sin[1], torch.where(sin[1].abs() > 1e-6, sin[2] / (2 * sin[1]), 1.0))
-    w_cos = torch.acos(cos[1].clamp(-1, 1))
-    off = max((torch.sin(p * w_sin) - sin).abs().max(), (torch.cos(p * w_cos) - cos).abs().max())
-    if not off < 1e-3:  # a column is no sine or cosine of the position
-        return None, {}
-    wanted = 10_000.0 ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
-    show = lambda w: ", ".join(f"{v:.3g}" for v in w[:4].tolist())  # noqa: E731
-    if not torch.allclose(w_sin.abs(), w_cos, atol=1e-3):
-        return "sinusoid_frequency_per_feature", {}
-    return "sinusoid_wrong_frequencies", {"yours": show(w_cos), "wanted": show(wanted)}
-
-
-def check_sinusoidal_positions(fn: object) -> None:
-    """Check ``sinusoidal_positions(n, d)``: the (n, d) table with sin(p w_i) at feature 2i and
-    cos(p w_i) at 2i + 1, w_i = 10000^(-2i/d), positions 0 .. n - 1."""
-    __tracebackhide__ = True
-    c = E.Check("check_sinusoidal_positions")
-    c.ensure_callable(fn, "a function such as sinusoidal_positions")
-    for n, d in SINUSOID_CASES:
-        what = f"sinusoidal_positions({n}, {d})"
-        with E.isolated():
-            got = c.call(fn, n, d, what=what)
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else None
-        if shape not in (None, (n, d)) and got.numel() in (n * d, d):
-            raise c.bug("sinusoid_layout", what=what, got=shape, n=n, d=d)
-        got = c.expect_tensor_output(got, what, (n, d))
-        if not got.is_floating_point():
-            raise c.bug("sinusoid_not_float", what=what, dtype=got.dtype)
-        expected = _table(n, d).float()
-        cause, detail = (
-            (None, {}) if E.same(got, expected, atol=1e-4) else _sinusoid_cause(got, n, d)
-        )
-        variants = [
-            *((bug, lambda bug=bug: _table(n, d, bug)) for bug in _SINUSOID_BUGS),
-            *([(cause, lambda: got)] if cause else []),
-        ]
-        c.compare(
-            got, expected, f"{what}:", variants, atol=1e-4, context=f"In {what}:", detail=detail
-        )
-    try:  # an odd width has no sine-cosine pairs: a ValueError that names d
-        with E.isolated():
-            got = f"no error: it returned {E.shown(fn(4, 7), 40)}"
-    except ValueError as exc:
-        got = None if "7" in str(exc) else f"a ValueError that does not say d=7 ({exc})"
-    except Exception as exc:  # noqa: BLE001 - a crash where a clear refusal belongs is named
-        got = f"{type(exc).__name__}: {exc}"
-    if got:
-        raise c.bug("sinusoid_odd_width", got=got)
-    c.passed(f"right on {len(SINUSOID_CASES)} tables, from 1 x 2 to 50 x 16; d=7 refused")
-
-
-# --------------------------------------------------------------------------- packed documents
-PACKED_CASES = (
-    ((0, 0, 0, 1, 1, 2, 2, 2),),  # three documents
-    ((0, 0, 1, 1, 1, 1), (0, 1, 1, 2, 2, 2)),  # two rows, different boundaries
-    ((5, 5, 5, 5, 5),),  # one document: the plain causal mask
-    ((0, 1, 2, 3),),  # every token alone
-    ((7, 7, 3, 3, 3, 9),),  # ids that are neither sorted nor from 0
-    ((4,), (9,)),  # two rows of one token
-)
-
-
-def _packed(ids: torch.Tensor, first=False, docs=True, tri="tril", invert=False) -> torch.Tensor:
-    n = ids.shape[-1]
-    ids = ids[:1].expand_as(ids) if first else ids
-    same = ids[:, :, None] == ids[:, None, :] if docs else torch.ones(1, n, n, dtype=torch.bool)
-    ones = torch.ones(n, n, dtype=torch.bool)
-    mask = same & {"tril": ones.tril(), "triu": ones.triu(), "none": ones}[tri]  # (b, n, n)
-    return ~mask.expand(len(ids), n, n) if invert else mask.expand(len(ids), n, n)
-
-
-_PACKED_BUGS = [
-    ("packed_leaks_across_documents", {"docs": False}),
-    ("packed_not_causal", {"tri": "none"}),
-    ("packed_inverted", {"invert": True}),
-    ("packed_first_row_only", {"first": True}),
-    ("packed_future_not_past", {"tri": "triu"}),
-]
-
-
-def check_packed_causal_mask(fn: object) -> None:
-    """Check ``packed_causal_mask(doc_ids)``: (b, n) document ids -> the (b, n, n) bool mask,
-    True where a query may attend: same document and not in the future."""
-    __tracebackhide__ = True
-    c = E.Check("check_packed_causal_mask")
-    c.ensure_callable(fn, "a function such as packed_causal_mask")
-    for rows in PACKED_CASES:
-        doc_ids = torch.tensor(rows)  # (b, n)
-        b, n = doc_ids.shape
-        what = f"packed_causal_mask(torch.tensor({[list(r) for r in rows]}))"
-        with E.isolated():
-            got = c.call_pure(fn, [doc_ids], what=what)
-        shape = tuple(got.shape) if isinstance(got, torch.Tensor) else None
-        if shape not in (None, (b, n, n)) and got.numel() in (b * n * n, n * n, b * b * n):
-            raise c.bug("packed_layout", what=what, got=shape, expected=(b, n, n))
-        got = c.expect_tensor_output(got, what, (b, n, n))
-        if got.dtype != torch.bool:
-            raise c.bug("packed_not_bool", what=what, dtype=got.dtype)
-        want = _packed(doc_ids)
-        band = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # (n, n): key - query
-        c.compare(
-            got,
-            want,
-            f"{what} (1 = True):",
-            [(bug, lambda sw=sw: _packed(doc_ids, **sw)) for bug, sw in _PACKED_BUGS]
-            + [  # wrong only on the diagonal (tril(-1)) or on the next key (tril(1))
-                (bug, lambda k=k: torch.where(band == k, got, want))
-                for bug, k in (("packed_self_hidden", 0), ("packed_sees_next", 1))
-            ],
-            context=f"In {what}:",
-        )
-        E.probe_device(c, None, (doc_ids,), f"For {what} on another device:", fn=fn)
-    c.passed(
-        f"right on {len(PACKED_CASES)} packings (one to four documents per row, two rows, "
-        "unsorted ids, one token) and made on the input's device",
-    )
-
-
-__all__ = [
-    "check_decoder_block",
-    "check_packed_causal_mask",
-    "check_sinusoidal_positions",
-    "check_transformer_block",
-]
-
-from . import checks_norms  # noqa: E402  (chapter 10's norms, GELU, SwiGLU and ALiBi)
+from . import checks_norms, checks_tables  # noqa: E402  (norms, GELU, SwiGLU, ALiBi; tables, masks)
 from .checks_norms import *  # noqa: E402, F403
+from .checks_tables import *  # noqa: E402, F403
 
-__all__ += checks_norms.__all__
+__all__ += checks_norms.__all__ + checks_tables.__all__

@@ -111,7 +111,7 @@ def draw_layers(fig, view: LayerView) -> None:
     if not h:
         left, right = fig.subplots(1, 2, width_ratios=(1.2, 1))
         h["heat"] = Heat(left, shot.maps[0, 0], vmin=0.0, vmax=1.0, annotate=False, animated=True)
-        size = 7.5 if n <= 16 else 7
+        size = 8.5 if n <= 16 else 8
         left.set_xticks(range(n), view.labels, fontsize=size, rotation=90)
         left.set_yticks(range(n), view.labels, fontsize=size)
         left.tick_params(length=0, pad=1)

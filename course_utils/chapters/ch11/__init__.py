@@ -4,8 +4,7 @@ Generated from solutions/11_past_the_kv_wall.ipynb by `make exercises`; do not e
 """
 
 import math
-from dataclasses import dataclass
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -14,9 +13,9 @@ from ..ch06 import merge_heads, split_heads
 from ..ch09 import apply_rope, sliding_window_mask
 
 __all__ = [
-    "KVLayout", "PUBLISHED", "MAX_CONTEXT", "QUERY_HEADS", "beyond_limit", "kv_cache_bytes",
-    "layout_variants", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed", "feature_map",
-    "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
+    "KVLayout", "PUBLISHED", "MAX_CONTEXT", "STATED_CONTEXT", "QUERY_HEADS", "beyond_limit",
+    "kv_cache_bytes", "layout_variants", "MLAWeights", "mla_weights", "mla_attention", "mla_absorbed",
+    "feature_map", "linear_attention_quadratic", "linear_attention_recurrent", "linear_attention_chunked",
     "gated_delta_rule", "recall_texts", "RecallModel", "lightning_index", "attend", "sparse_attention",
     "stack_weights", "shared_kv_forward", "DECODE_KINDS", "decode_cost", "sparse_decode_step",
     "mla_keys_cached",
@@ -54,9 +53,13 @@ class KVLayout:
             )
         caches = self.layers // self.layers_per_cache
         if not 0 <= self.windowed_caches <= caches:
-            raise ValueError(f"windowed_caches must lie in 0..{caches}, got {self.windowed_caches!r}.")
+            raise ValueError(
+                f"windowed_caches must lie in 0..{caches}, got {self.windowed_caches!r}."
+            )
         if (self.window is None) != (self.windowed_caches == 0):
-            raise ValueError("give a window exactly when some caches are windowed (windowed_caches > 0).")
+            raise ValueError(
+                "give a window exactly when some caches are windowed (windowed_caches > 0)."
+            )
         if self.window is not None and self.window < 1:
             raise ValueError(f"window must be a positive int or None, got {self.window!r}.")
         if self.latent_dim < 0 or self.rope_dim < 0 or (self.rope_dim and not self.latent_dim):
@@ -79,6 +82,12 @@ MAX_CONTEXT = {  # max_position_embeddings (n_positions for GPT-2) of each confi
     "Qwen3 8B": 40960,
     "DeepSeek-V3": 163840,
 }
+STATED_CONTEXT = {  # what the makers state: trained (Mistral), native (Qwen3), advertised (V3)
+    **MAX_CONTEXT,
+    "Mistral 7B": 8192,
+    "Qwen3 8B": 32768,
+    "DeepSeek-V3": 131072,
+}
 QUERY_HEADS = {  # num_attention_heads of each config: what MHA would give a key/value head each
     "GPT-2 small": 12,
     "Llama 3 8B": 32,
@@ -90,9 +99,19 @@ QUERY_HEADS = {  # num_attention_heads of each config: what MHA would give a key
 
 
 def beyond_limit(model, context):
-    """A note for a context past the model's limit ("" when the model reads it)."""
-    limit = MAX_CONTEXT[model]
-    return f"beyond its {limit:,}-token limit" if context > limit else ""
+    """A note for a context past what the model reads ("" when it reads it): past its config
+    limit, or within it but past the context its makers state (Llama 3 8B: what Llama 3.1 8B,
+    the same shape, reads instead)."""
+    limit, stated = MAX_CONTEXT[model], STATED_CONTEXT[model]
+    if context > limit:
+        note = f"beyond its {limit:,}-token config limit"
+    elif context > stated:
+        return f"past its stated {stated:,} tokens (config: {limit:,})"
+    else:
+        return ""
+    if model == "Llama 3 8B" and context <= 131072:
+        note += " (Llama 3.1 8B, the same shape, reads it)"
+    return note
 
 
 def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
@@ -109,20 +128,26 @@ def kv_cache_bytes(layout, context, batch=1, bytes_per_value=2):
 
 def layout_variants(model):
     """The published layout of `model` (a key of PUBLISHED) and its shape under the other layouts;
-    None where a layout is not possible (pairs of layers in a model with an odd number of layers).
-    Keys and values are head_dim wide in the variants (DeepSeek-V3's keys are 192 wide, its values
-    128)."""
+    a str saying why where the shape cannot take a layout. An MLA model's variants cache keys of
+    head_dim + rope_dim and values of head_dim, as DeepSeek-V3's attn_impl="naive" does: counted
+    as two numbers of head_dim + rope_dim / 2 per key/value head, the same total."""
     if model not in PUBLISHED:
         raise ValueError(f"model must be one of {list(PUBLISHED)}, got {model!r}.")
-    base = PUBLISHED[model]
-    plain = KVLayout(base.layers, base.kv_heads, base.head_dim)
+    base, heads = PUBLISHED[model], QUERY_HEADS[model]
+    plain = KVLayout(base.layers, base.kv_heads, base.head_dim + base.rope_dim // 2)
+    gqa_8 = f"not possible: {heads} query heads do not form 8 groups"
+    if heads > 8 and heads % 8 == 0:  # 8 groups of more than one query head each
+        gqa_8 = replace(plain, kv_heads=8)
+    pairs = f"not possible: {base.layers} layers do not pair up"
+    if base.layers % 2 == 0:
+        pairs = replace(plain, layers_per_cache=2)
     return {
         "published": base,
-        "MHA": replace(plain, kv_heads=QUERY_HEADS[model]),
-        "GQA 8": replace(plain, kv_heads=min(8, QUERY_HEADS[model])),
+        "MHA": replace(plain, kv_heads=heads),
+        "GQA 8": gqa_8,
         "MQA": replace(plain, kv_heads=1),
         "window 4,096": replace(plain, window=4096, windowed_caches=base.layers),
-        "2 layers per cache": replace(plain, layers_per_cache=2) if base.layers % 2 == 0 else None,
+        "2 layers per cache": pairs,
         "MLA 512 + 64": replace(plain, latent_dim=512, rope_dim=64),
     }
 
@@ -149,13 +174,15 @@ class MLAWeights:
 
     def to(self, *args, **kwargs):
         """A copy with every weight moved or cast like Tensor.to (device and/or dtype)."""
-        moved = {k: v.to(*args, **kwargs) if torch.is_tensor(v) else v for k, v in vars(self).items()}
+        fields = vars(self).items()
+        moved = {k: v.to(*args, **kwargs) if torch.is_tensor(v) else v for k, v in fields}
         return MLAWeights(**moved)
 
 
 def mla_weights(d, heads, head_dim, latent_dim, rope_dim, seed=0):
     """Random MLA weights from their own generator, uniform in +-1/sqrt(fan_in) like nn.Linear."""
-    for value, name in ((d, "d"), (heads, "heads"), (head_dim, "head_dim"), (latent_dim, "latent_dim")):
+    sizes = {"d": d, "heads": heads, "head_dim": head_dim, "latent_dim": latent_dim}
+    for name, value in sizes.items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}.")
     if not isinstance(rope_dim, int) or rope_dim < 2 or rope_dim % 2:
@@ -186,7 +213,8 @@ def mla_attention(x, w, cache=None):
         rope_keys = torch.cat([cache[1], rope_keys], dim=1)  # (b, N, dr)
     N = latent.shape[1]
     q = (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
-    q_rope = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    q_rope = (x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2)  # (b, h, n, dr)
+    q_rope = apply_rope(q_rope, positions)  # (b, h, n, dr)
     k = (latent @ w.w_uk.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
     v = (latent @ w.w_uv.T).view(b, N, h, hd).transpose(1, 2)  # (b, h, N, hd)
     scores = (q @ k.mT + q_rope @ rope_keys[:, None].mT) / math.sqrt(hd + dr)  # (b, h, n, N)
@@ -209,9 +237,11 @@ def mla_absorbed(x, w, cache=None):
         rope_keys = torch.cat([cache[1], rope_keys], dim=1)  # (b, N, dr)
     N, dc = latent.shape[1], latent.shape[2]
     q = (x @ w.w_q.T).view(b, n, h, hd).transpose(1, 2)  # (b, h, n, hd)
-    q_rope = apply_rope((x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2), positions)  # (b, h, n, dr)
+    q_rope = (x @ w.w_qr.T).view(b, n, h, dr).transpose(1, 2)  # (b, h, n, dr)
+    q_rope = apply_rope(q_rope, positions)  # (b, h, n, dr)
     q_lat = q @ w.w_uk.view(h, hd, dc)  # (b, h, n, dc): the query moved into the latent space
-    scores = (q_lat @ latent[:, None].mT + q_rope @ rope_keys[:, None].mT) / math.sqrt(hd + dr)  # (b, h, n, N)
+    scores = q_lat @ latent[:, None].mT + q_rope @ rope_keys[:, None].mT  # (b, h, n, N)
+    scores = scores / math.sqrt(hd + dr)  # (b, h, n, N)
     allowed = sliding_window_mask(n, N, N, device=x.device)  # (n, N)
     weights = torch.softmax(scores.masked_fill(~allowed, -torch.inf), dim=-1)  # (b, h, n, N)
     mixed = weights @ latent[:, None]  # (b, h, n, dc): weighted latents
@@ -225,7 +255,8 @@ def feature_map(x):
 
 
 def linear_attention_quadratic(q, k, v):
-    """(b, h, n, dk), (b, h, n, dk), (b, h, n, dv) -> (b, h, n, dv): causal, through an (n, n) matrix."""
+    """(b, h, n, dk), (b, h, n, dk), (b, h, n, dv) -> (b, h, n, dv): causal, through an (n, n)
+    matrix."""
     scores = (feature_map(q) @ feature_map(k).mT).tril()  # (b, h, n, n): the future set to 0
     return (scores @ v) / scores.sum(dim=-1, keepdim=True)  # (b, h, n, dv)
 
@@ -249,7 +280,7 @@ def linear_attention_recurrent(q, k, v, state=None):
 
 
 def linear_attention_chunked(q, k, v, chunk):
-    """Causal linear attention in chunks: quadratic inside a chunk, a carried state between chunks."""
+    """Causal linear attention in chunks: quadratic inside a chunk, a state carried between."""
     b, h, n, dk = q.shape
     fq, fk = feature_map(q), feature_map(k)  # (b, h, n, dk) each
     S = q.new_zeros(b, h, dk, v.shape[-1])  # (b, h, dk, dv): the chunks so far
@@ -288,9 +319,10 @@ def recall_texts(batch, generator, keys=16, values=16, pairs=8):
     key_ids = torch.randint(keys, (batch, pairs + 1), generator=generator)  # (batch, pairs + 1)
     value_ids = torch.randint(values, (batch, pairs + 1), generator=generator)  # (batch, pairs + 1)
     rows = torch.arange(batch)  # (batch,)
-    key_ids[:, -1] = key_ids[rows, torch.randint(pairs, (batch,), generator=generator)]  # ask for a key of the text
+    asked = torch.randint(pairs, (batch,), generator=generator)  # (batch,): which write to ask for
+    key_ids[:, -1] = key_ids[rows, asked]  # ask for a key of the text
     value_ids[:, -1] = values  # the blank
-    written = key_ids[:, :-1] == key_ids[:, -1:]  # (batch, pairs): where the query's key was written
+    written = key_ids[:, :-1] == key_ids[:, -1:]  # (batch, pairs): where the query key was written
     newest = (written * torch.arange(1, pairs + 1)).argmax(dim=1)  # (batch,): its last write
     return key_ids, value_ids, value_ids[rows, newest], written.sum(dim=1) > 1
 
@@ -305,7 +337,7 @@ class RecallModel(torch.nn.Module):
         self.key_embedding = torch.nn.Embedding(keys, width)
         self.value_embedding = torch.nn.Embedding(values + 1, width)  # + the blank
         self.qkv = torch.nn.Linear(width, 3 * width, bias=False)
-        self.gates = torch.nn.Linear(width, 2)  # alpha and beta of the delta rule, through a sigmoid
+        self.gates = torch.nn.Linear(width, 2)  # alpha and beta of the delta rule, via a sigmoid
         with torch.no_grad():
             self.gates.bias.copy_(torch.tensor([3.0, 2.0]))  # at first alpha ~ 0.95, beta ~ 0.88
         self.read_out = torch.nn.Linear(width, values)
@@ -318,8 +350,9 @@ class RecallModel(torch.nn.Module):
         elif self.mixer == "linear attention":
             mixed = linear_attention_quadratic(q, k, v)  # (b, 1, n, width)
         else:
-            alpha, beta = torch.sigmoid(self.gates(x)).permute(2, 0, 1)[:, :, None]  # (b, 1, n) each
-            mixed = gated_delta_rule(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, alpha, beta)[0]  # (b, 1, n, width)
+            alpha, beta = torch.sigmoid(self.gates(x)).permute(2, 0, 1)[:, :, None]  # (b, 1, n)
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)  # (b, 1, n, width) each
+            mixed = gated_delta_rule(q, k, v, alpha, beta)[0]  # (b, 1, n, width)
         return self.read_out(mixed[:, 0, -1])  # (b, values): the guess at the query
 
 
@@ -341,17 +374,20 @@ def sparse_attention(q, k, v, index_scores, topk):
     n, N = q.shape[-2], k.shape[-2]
     causal = sliding_window_mask(n, N, N, device=q.device)  # (n, N)
     ranked = index_scores.masked_fill(~causal, -torch.inf)  # (b, n, N): the future cannot win
-    order = ranked.sort(dim=-1, descending=True, stable=True).indices  # (b, n, N): ties, earliest first
+    order = ranked.sort(dim=-1, descending=True, stable=True).indices  # (b, n, N): ties, earliest
     chosen = order[..., :topk]  # (b, n, min(topk, N))
-    keep = torch.zeros_like(ranked, dtype=torch.bool).scatter(-1, chosen, True) & causal  # (b, n, N)
-    return attend(q, k, v, keep[:, None])  # (b, h, n, dv)
+    keep = torch.zeros_like(ranked, dtype=torch.bool).scatter(-1, chosen, True)  # (b, n, N)
+    return attend(q, k, v, keep[:, None] & causal)  # (b, h, n, dv)
 
 
 def stack_weights(d, layers, seed=0):
     """Random weights of `layers` attention layers: dicts of w_q, w_k, w_v, w_o, each (d, d)."""
     draws = torch.Generator().manual_seed(seed)
     names = ("w_q", "w_k", "w_v", "w_o")
-    return [{m: (torch.rand(d, d, generator=draws) * 2 - 1) / d**0.5 for m in names} for _ in range(layers)]
+    return [
+        {m: (torch.rand(d, d, generator=draws) * 2 - 1) / d**0.5 for m in names}
+        for _ in range(layers)
+    ]
 
 
 def shared_kv_forward(x, layers, kv_source, heads, cache=None):
@@ -361,9 +397,11 @@ def shared_kv_forward(x, layers, kv_source, heads, cache=None):
     for i, w in enumerate(layers):
         q = split_heads(x @ w["w_q"].T, heads)  # (b, h, n, hd)
         if kv_source[i] == i:
-            k, v = split_heads(x @ w["w_k"].T, heads), split_heads(x @ w["w_v"].T, heads)  # (b, h, n, hd) each
+            k = split_heads(x @ w["w_k"].T, heads)  # (b, h, n, hd)
+            v = split_heads(x @ w["w_v"].T, heads)  # (b, h, n, hd)
             if i in cache:
-                k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)  # (b, h, N, hd) each
+                k = torch.cat([cache[i][0], k], dim=2)  # (b, h, N, hd)
+                v = torch.cat([cache[i][1], v], dim=2)  # (b, h, N, hd)
             cache[i] = (k, v)
         k, v = cache[kv_source[i]]  # (b, h, N, hd) each: this layer's or an earlier layer's
         allowed = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)  # (n, N)
@@ -374,10 +412,11 @@ def shared_kv_forward(x, layers, kv_source, heads, cache=None):
 DECODE_KINDS = ("gqa", "shared", "sparse", "mla", "mla_kv_cache", "mla_absorbed", "linear", "delta")
 
 
-def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_dim=0, rope_dim=0,
-                query_latent_dim=0, topk=None, index_heads=0, index_dim=0):
+def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_dim=0,
+                rope_dim=0, query_latent_dim=0, topk=None, index_heads=0, index_dim=0):
     """(FLOPs of the matrix products, weight numbers read, cache or state numbers read) of one
-    layer generating one token that attends to N tokens (itself included), for one text.
+    layer's attention generating one token that attends to N tokens (itself included), for one
+    text.
 
     kind: "gqa" (MHA, GQA, MQA; a window as chapter 09's cache runs it: its W tokens and the new
     one multiplied), "shared" (a layer reading an earlier layer's cache), "sparse" (GQA over the
@@ -387,14 +426,23 @@ def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_
     if kind not in DECODE_KINDS:
         raise ValueError(f"kind must be one of {DECODE_KINDS}, got {kind!r}.")
     if not isinstance(N, int) or N < 1:
-        raise ValueError(f"N (the tokens the new one attends to, itself included) must be an int >= 1, got {N!r}.")
-    if kind == "sparse" and not (isinstance(topk, int) and topk >= 1 and index_heads >= 1 and index_dim >= 1):
-        raise ValueError(f"kind 'sparse' needs topk, index_heads and index_dim >= 1, got {topk!r}, {index_heads!r}, {index_dim!r}.")
+        raise ValueError(
+            f"N (the tokens the new one attends to, itself included) must be an int >= 1, "
+            f"got {N!r}."
+        )
+    indexer = (topk, index_heads, index_dim)
+    if kind == "sparse" and not (isinstance(topk, int) and min(indexer) >= 1):
+        raise ValueError(f"kind 'sparse' needs topk, index_heads, index_dim >= 1, got {indexer}.")
     if kind.startswith("mla") and not (latent_dim >= 1 and rope_dim >= 1):
-        raise ValueError(f"MLA needs latent_dim and rope_dim >= 1, got {latent_dim!r} and {rope_dim!r}.")
-    h, hd, g, dc, dr, dq = heads, head_dim, kv_heads or heads, latent_dim, rope_dim, query_latent_dim
+        raise ValueError(
+            f"MLA needs latent_dim and rope_dim >= 1, got {latent_dim!r} and {rope_dim!r}."
+        )
+    h, hd, g = heads, head_dim, kv_heads or heads
+    dc, dr, dq = latent_dim, rope_dim, query_latent_dim
     if kind in ("gqa", "shared", "sparse"):
-        keys = min(N, topk) if kind == "sparse" else min(N, window + 1) if window else N  # multiplied
+        keys = min(N, window + 1) if window else N  # the keys multiplied
+        if kind == "sparse":
+            keys = min(N, topk)
         weights = d * hd * 2 * h + (0 if kind == "shared" else d * hd * 2 * g)  # W_q, W_o; W_k, W_v
         flops, cached = 2 * weights + 4 * h * hd * keys, 2 * g * hd * keys
         if kind == "sparse":  # the indexer: its projections, every key scored, its heads summed
@@ -408,9 +456,11 @@ def decode_cost(kind, N, d, heads, head_dim, kv_heads=None, window=None, latent_
         projections = queries + d * (dc + dr) + h * hd * d  # P: all but W_uk and W_uv
         weights = projections + 2 * h * hd * dc
         if kind == "mla":  # N keys and values from the latent, attend at width hd (+ dr)
-            return 2 * projections + 4 * N * dc * h * hd + 2 * h * N * (2 * hd + dr), weights, N * (dc + dr)
+            flops = 2 * projections + 4 * N * dc * h * hd + 2 * h * N * (2 * hd + dr)
+            return flops, weights, N * (dc + dr)
         if kind == "mla_kv_cache":  # the new token's key and value once, attend at width hd (+ dr)
-            return 2 * projections + 4 * h * hd * dc + 2 * h * N * (2 * hd + dr), weights, N * h * (2 * hd + dr)
+            flops = 2 * projections + 4 * h * hd * dc + 2 * h * N * (2 * hd + dr)
+            return flops, weights, N * h * (2 * hd + dr)
         # q @ W_uk and W_uv after the weighting, once; attend at width dc (+ dr)
         return 2 * projections + 4 * h * hd * dc + 2 * h * N * (2 * dc + dr), weights, N * (dc + dr)
     weights = 4 * d * h * hd  # W_q, W_k, W_v, W_o
@@ -425,17 +475,20 @@ def sparse_decode_step(x_new, w, cache, topk, heads):
     w_qi (H * dI, d), w_ki (dI, d), w_wi (H, d); cache: (keys, values, indexer keys) of the earlier
     tokens, or None. Returns the (b, 1, d) output and the cache with the new token in it."""
     b = x_new.shape[0]
-    q, k, v = (split_heads(x_new @ w[m].T, heads) for m in ("w_q", "w_k", "w_v"))  # (b, h, 1, hd) each
+    q, k, v = (split_heads(x_new @ w["w_" + m].T, heads) for m in "qkv")  # (b, h, 1, hd) each
     index_keys = x_new @ w["w_ki"].T  # (b, 1, dI)
     if cache is not None:
-        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (b, h, N, hd) each
+        k = torch.cat([cache[0], k], dim=2)  # (b, h, N, hd)
+        v = torch.cat([cache[1], v], dim=2)  # (b, h, N, hd)
         index_keys = torch.cat([cache[2], index_keys], dim=1)  # (b, N, dI)
     q_index = (x_new @ w["w_qi"].T).view(b, 1, w["w_wi"].shape[0], -1)  # (b, 1, H, dI)
     scores = lightning_index(q_index, index_keys, x_new @ w["w_wi"].T)  # (b, 1, N)
-    chosen = scores.sort(dim=-1, descending=True, stable=True).indices[:, 0, :topk]  # (b, min(topk, N))
+    order = scores.sort(dim=-1, descending=True, stable=True).indices  # (b, 1, N): ties, earliest
+    chosen = order[:, 0, :topk]  # (b, min(topk, N))
     rows = torch.arange(b, device=x_new.device)[:, None]  # (b, 1)
-    k_kept, v_kept = (t.transpose(1, 2)[rows, chosen].transpose(1, 2) for t in (k, v))  # (b, h, min(topk, N), hd) each
-    every = torch.ones(1, chosen.shape[1], dtype=torch.bool, device=x_new.device)  # (1, min(topk, N))
+    k_kept = k.transpose(1, 2)[rows, chosen].transpose(1, 2)  # (b, h, min(topk, N), hd)
+    v_kept = v.transpose(1, 2)[rows, chosen].transpose(1, 2)  # (b, h, min(topk, N), hd)
+    every = torch.ones(1, chosen.shape[1], dtype=torch.bool, device=x_new.device)  # (1, kept)
     return merge_heads(attend(q, k_kept, v_kept, every)) @ w["w_o"].T, (k, v, index_keys)
 
 
@@ -448,11 +501,13 @@ def mla_keys_cached(x, w, cache=None):
     start = 0 if cache is None else cache[0].shape[2]
     positions = torch.arange(start, start + n, device=x.device)  # (n,)
     latent = x @ w.w_dkv.T  # (b, n, dc)
-    rope_keys = apply_rope(x @ w.w_kr.T, positions)[:, None].expand(b, h, n, dr)  # (b, h, n, dr): one for all heads
+    rope_keys = apply_rope(x @ w.w_kr.T, positions)  # (b, n, dr)
+    rope_keys = rope_keys[:, None].expand(b, h, n, dr)  # (b, h, n, dr): one for all heads
     k = torch.cat([split_heads(latent @ w.w_uk.T, h), rope_keys], dim=-1)  # (b, h, n, hd + dr)
     v = split_heads(latent @ w.w_uv.T, h)  # (b, h, n, hd)
     if cache is not None:
-        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (b, h, N, hd + dr), (b, h, N, hd)
+        k = torch.cat([cache[0], k], dim=2)  # (b, h, N, hd + dr)
+        v = torch.cat([cache[1], v], dim=2)  # (b, h, N, hd)
     q_rope = apply_rope(split_heads(x @ w.w_qr.T, h), positions)  # (b, h, n, dr)
     q = torch.cat([split_heads(x @ w.w_q.T, h), q_rope], dim=-1)  # (b, h, n, hd + dr)
     allowed = sliding_window_mask(n, k.shape[2], k.shape[2], device=x.device)  # (n, N)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from course_utils.checks import _engine as E
 
+from . import probes as P
 from . import sparse_shared
 from .probes import backward, call, f64, finite_when_large, keeps_float64, replay, variants
 
@@ -30,7 +31,8 @@ def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, 
     caches = lay.layers // (1 if on("sharing_ignored") else lay.layers_per_cache)
     per_token = (1 if on("values_forgotten") else 2) * lay.kv_heads * lay.head_dim
     if lay.latent_dim and not on("latent_ignored"):
-        per_token = lay.latent_dim + (0 if on("rope_key_forgotten") else lay.rope_dim)
+        rope = 0 if on("rope_key_forgotten") else lay.rope_dim
+        per_token = lay.latent_dim * (1 + bool(on("latent_doubled"))) + rope
         per_token *= 2 if on("latent_twice") else lay.kv_heads if on("latent_per_head") else 1
     windowed = caches if on("window_everywhere") else min(lay.windowed_caches, caches)
     held = context if (on("window_ignored") or not lay.window) else min(context, lay.window)
@@ -39,7 +41,8 @@ def cache_bytes(layout, context: int, batch: int = 1, bytes_per_value: int = 2, 
 
 
 SLIPS = "values_forgotten window_ignored window_everywhere latent_ignored latent_per_head"
-SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored windowed_dropped".split()
+SLIPS = f"{SLIPS} latent_twice rope_key_forgotten sharing_ignored windowed_dropped latent_doubled"
+SLIPS, SLIP_IDS = SLIPS.split(), {"latent_doubled": "latent_twice"}  # 2 dc + dr: the latent twice
 # FACTORS, mistake: (layers, kv heads of 8, batch, bytes, how many times the count of (4, 2, 1, 1) it
 # then gives, 10 tokens; the right count grows 2, 3, 3 and 4 times)
 FACTORS = {"kv_heads_squared": (4, 4, 1, 1, 4), "kv_layers_ignored": (12, 2, 1, 1, 1)}
@@ -115,7 +118,7 @@ def check_kv_cache_bytes(fn) -> None:
                 n == cache_bytes(*a, **dict.fromkeys(co, 1)) for _, n, a in answers
             )
             fit = [co[0] for r in (1, 2, 3) for co in combinations(SLIPS, r) if fits(co)]
-            raise c.bug(f"kv_{fit[0]}" if fit else "kv_count_wrong", expected)
+            raise c.bug(f"kv_{SLIP_IDS.get(fit[0], fit[0])}" if fit else "kv_count_wrong", expected)
     c.passed(
         f"right on {len(answers)} cases: the six published layouts, sharing, "
         "windows and a latent, at contexts from 1 to 131,072 tokens",
@@ -132,6 +135,7 @@ def mla_reference(x, w, cache=None, **slip):
     rope = partial(ch.apply_rope_interleaved if on("interleaved") else ch.apply_rope, base=base)
     positions = torch.arange(n) + (0 if cache is None or on("restart") else cache[0].shape[1])
     k_at, q_at = positions * (not on("over_heads")), positions + n * bool(on("shift"))
+    q_at = torch.arange(n) if on("q_restart") else q_at  # the queries' offset read before the cache
     latent, rope_keys = x @ W["w_dkv"].T, rope(x @ W["w_kr"].T, k_at)  # (b, n, dc), (b, n, dr)
     if cache is not None:
         latent, rope_keys = torch.cat([cache[0], latent], 1), torch.cat([cache[1], rope_keys], 1)
@@ -167,6 +171,7 @@ MLA_BUGS = [  # (mistake, switches of mla_reference): W_uk (k) or W_uv (v) cut i
     ("mla_scale_latent_width", {"scale": "latent"}),
     ("mla_scale_model_width", {"scale": "model"}),
     ("mla_positions_restart", {"restart": True}),
+    ("mla_query_positions_restart", {"q_restart": True}),
     ("mla_cache_mask_top_left", {"mask": "top_left"}),
     ("mla_not_causal", {"mask": "none"}),
     ("mla_not_causal", {"mask": "prefill"}),
@@ -191,8 +196,9 @@ def _steps(run, x, steps, w, **slip):
     return torch.cat(outs, dim=1), caches
 
 
-def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
-    """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself."""
+def _check_cache(c: E.Check, cache, what: str, w, latent, rotated, raw) -> bool:
+    """The returned cache is (latent (b, N, dc), rope keys (b, N, dr)), the latent itself; True when
+    the rotary keys are ``raw`` (x @ w_kr^T before its rotation), named once the outputs are right."""
     (b, N, dc), h, hd, dr = latent.shape, w.heads, w.head_dim, w.rope_dim
     lat, r = cache if isinstance(cache, (tuple, list)) and len(cache) == 2 else (None, None)
     if isinstance(lat, torch.Tensor) and isinstance(r, torch.Tensor):
@@ -201,7 +207,7 @@ def _check_cache(c: E.Check, cache, what: str, w, latent: torch.Tensor) -> None:
         if tuple(lat.shape) == (b, N, dc) and tuple(r.shape) == (b, N, dr):
             if not E.same(f64(lat), latent, atol=1e-4):
                 raise c.bug("mla_cache_not_latent", what)
-            return
+            return not E.same(f64(r), rotated, atol=1e-4) and E.same(f64(r), raw, atol=1e-4)
     raise c.bug("mla_cache_shape", what, got=E.shown(cache), b=b, N=N, dc=dc, dr=dr)
 
 
@@ -233,14 +239,21 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
             w = E.chapters().mla_weights(d, h, hd, dc, dr, seed=seed)
             x = E.randn(b, 7, d, seed=seed + 50)  # (b, 7, d)
             what = f"{form}(x, w) on {b} x 7 tokens, {h} heads of {hd}, latent {dc}, rope {dr}"
-            ref, (latent, _) = mla_reference(x, w)
+            ref, parts = mla_reference(x, w)
+            parts = (*parts, f64(x) @ f64(w.w_kr).T)  # the latent, the rotary keys, unrotated
             for how, steps in RUNS:  # in one pass, then step by step: the caches, then the output
                 out, caches = _steps(student, x, steps, w)
+                unrotated = False
                 for (lo, hi), cache in zip(steps, caches):
                     after = f"the step with tokens {lo} to {hi - 1}" if how else what
-                    _check_cache(c, cache, f"After {after}:", w, latent[:, :hi])
+                    parts_hi = (t[:, :hi] for t in parts)
+                    unrotated |= _check_cache(c, cache, f"After {after}:", w, *parts_hi)
                 wrong = variants(partial(_steps, mla_reference), MLA_BUGS, x, steps, w, pairs=True)
                 c.compare(f64(out), ref, f"For {what}{how}:", wrong, atol=1e-4)
+                if unrotated:
+                    raise c.bug("mla_rope_keys_cached_unrotated", f"After {what}{how}:")
+                if not how:  # a second text in one pass, before any other call of the same shape
+                    P.second_text(c, fn, (x, w), mla_reference, what)
             again = f"{form}(x, w, cache) on token 3 again, handed the cache of tokens 0 to 2"
             replay(c, fn, (x[:, 3:4], w, caches[0]), ref[:, 3:4], again)
             # the last step again as if x, every weight of w and the cache were on another device
@@ -252,6 +265,7 @@ def _check_mla(c: E.Check, fn, form: str) -> None:
         backward(c, fn, (x, w, None), ("x", "w", "cache"), ("x", "w"), what, mla_reference)
         keeps_float64(c, fn, (x, w), what)
         finite_when_large(c, fn, (30 * x, w), f"{what}, x times 30")
+        P.future_hidden(c, fn, (x, w), what)
         if form == "mla_absorbed":
             _builds_no_keys(c, fn)
     built = ", building no key or value of width hd" if form == "mla_absorbed" else ""
@@ -289,14 +303,16 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
             break
         cq, ck, cv = fq[:, :, lo:hi], fk[:, :, lo:hi], v[:, :, lo:hi]
         scores = (cq @ ck.mT).tril(-1 if on("strict") or on("before") else 0)  # (b, h, c, c)
-        scores = 0 * scores if on("first") == "all" else scores  # first: the chunk in the state
+        # first: the chunk in the state before it is read; no_intra: only the chunks before it
+        scores = 0 * scores if on("first") == "all" or on("no_intra") else scores
         S_read = S + ck.mT @ cv if on("first") else S  # before the chunk's outputs are read
         z_read = z + ck.sum(2) if on("first") in ("both", "all") else z
         normaliser = scores.sum(-1, keepdim=True) + cq @ z_read[..., None]  # (b, h, c, 1)
         top = scores @ cv + cq @ S_read
         if on("per_feature"):  # each row of the state divided by its entry of z (chunks of 1)
             top, normaliser = cq @ ((S + ck.mT @ cv) / (z + ck.sum(2))[..., None]), 1
-        outs.append(top if on("no_norm") else top * normaliser if on("times") else top / normaliser)
+        out = top if on("no_norm") else top * normaliser if on("times") else top / normaliser
+        outs.append(out.nan_to_num(0) if on("no_intra") else out)
         end = min(hi + 1, n) if on("boundary_twice") else hi
         S, z = S + fk[:, :, lo:end].mT @ v[:, :, lo:end], z + fk[:, :, lo:end].sum(2)
     return torch.cat(outs, 2), (S, z)
@@ -308,6 +324,7 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
     q, k, v, alpha, beta = (f64(t) for t in (q, k, v, alpha, beta))
     b, h, n, dk = k.shape
     q, alpha = q * dk ** (-0.5 if on("q_scale") else 0), alpha.exp() if on("exp_gate") else alpha
+    q = F.normalize(q, dim=-1) if on("q_norm") else q
     S = torch.zeros(b, h, v.shape[-1], dk, dtype=torch.float64) if state is None else state.double()
     outs = []
     for t in range(n):
@@ -332,12 +349,14 @@ CHUNK_BUGS = [  # the recurrence's (LINEAR_BUGS) are its first five and its own 
     *(("chunk_state_includes_chunk", {"first": first}) for first in ("all", "both", "S")),
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),
     ("chunk_last_partial", {"drop_last": True}),
+    ("chunk_intra_missing", {"no_intra": True}),
 ]
 LINEAR_BUGS = [*CHUNK_BUGS[:5], ("linear_reads_before_write", {"before": True})]
 LINEAR_BUGS += [("linear_normaliser_per_feature", {"per_feature": 1})]
 LINEAR_BUGS += [("linear_normaliser_restarts", {"z_restart": 1})]
 DELTA = "gate_on_write erase_ungated no_erase reads_before_write:before outer_transposed:transposed"
 DELTA += " gate_ignored:no_gate query_scaled:q_scale gate_exponentiated:exp_gate"  # id:switch
+DELTA += " query_normalised:q_norm"
 DELTA_BUGS = [(f"delta_{b.split(':')[0]}", {b.split(":")[-1]: True}) for b in DELTA.split()]
 # (b, h, n, dk, dv, seed); the first has dk == dv, so that a transposed state runs and is named
 RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2, 1202))
@@ -386,15 +405,32 @@ def _check_recurrence(fn, name, reference, bugs, delta=False):
             then = f"{form} on the remaining tokens with the state of the first {split}"
             in_two = lambda **s: reference(*tail, reference(*head, **s)[1], **s)
             ignored = ("recurrence_state_ignored", lambda: reference(*tail)[0])
+            mT = lambda s: (s[0].mT, s[1]) if isinstance(s, tuple) else s.mT  # S read as S^T
+            read_mT = lambda: reference(*tail, mT(reference(*head)[1]))[0]
+            read_mT = [ignored, ("recurrence_state_read_transposed", read_mT)]
             continued = f64(run((*tail, state), then)[0])
-            c.compare(continued, in_two()[0], f"For {then}:", [ignored, *variants(in_two, bugs)])
+            c.compare(continued, in_two()[0], f"For {then}:", [*read_mT, *variants(in_two, bugs)])
             backward(c, fn, inputs, names, names[:-1], what, reference)
             keeps_float64(c, fn, inputs, what)
             E.probe_device(c, None, list(inputs), f"For {what}, inputs on another device:", fn=fn)
+        if not delta:
+            _tiny_queries(c, fn, f"{name}(q, k, v)")
     c.passed(
         f"right on {len(RECURRENT_CASES)} shapes, continues from a given state without changing it "
         "and keeps none between calls",
     )
+
+
+def _tiny_queries(c: E.Check, fn, what: str) -> None:
+    """Queries of -10 in every feature: phi(q) = e^-10 for each, so phi(q) . z is about 1e-4 and
+    the outputs are the weighted means of the values as for any constant query (the values
+    positive). A normaliser clamped (or floored, or given an eps of 3e-5 or more) shrinks them."""
+    _, k, v = _inputs(2, 2, 10, 4, 3, 1302)
+    q, v = torch.full_like(k, -10.0), v.abs() + 1  # (2, 2, 10, 4), (2, 2, 10, 3)
+    what = f"{what} with every query feature -10 (phi(q) . z about 1e-4), the values positive"
+    out = c.expect_tensor_output(P.first(c.call(fn, q, k, v, what=what)), what, (2, 2, 10, 3))
+    if not E.same(f64(out), linear_reference(q, k, v)[0], rtol=0.1):  # an eps of 1e-5: 5%
+        raise c.bug("linear_normaliser_clamped", f"For {what}:")
 
 
 def check_linear_attention_recurrent(fn) -> None:
@@ -426,10 +462,13 @@ def check_linear_attention_chunked(fn) -> None:
             got, ref = f64(c.expect_tensor_output(got, what, (2, 2, 10, 3))), linear_reference
             wrong = variants(partial(ref, chunk=chunk), CHUNK_BUGS, q, k, v, pairs=True)
             c.compare(got, expected, f"For {what}:", wrong)
+            if chunk == 5:  # a second text of the same shape, before another call on these
+                P.second_text(c, fn, (q, k, v, 5), lambda *a: ref(*a[:3]), what, negate=(0, 1, 2))
         what, ref = "linear_attention_chunked(q, k, v, chunk=4) on 10 tokens", linear_reference
         backward(c, fn, (q, k, v, 4), "qkv", tuple("qkv"), what, lambda *a: ref(*a[:3]))
         keeps_float64(c, fn, (q, k, v, 4), what)
         E.probe_device(c, None, [q, k, v], "For chunk=4, on a device:", fn=lambda *t: fn(*t, 4))
+        _tiny_queries(c, lambda *t: fn(*t, 3), "linear_attention_chunked(q, k, v, chunk=3)")
     c.passed(
         "equals the quadratic form for chunks of 1, 3, 4, 5, 7, 10 and 16 tokens (10 tokens in all)",
     )

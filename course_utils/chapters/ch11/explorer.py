@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import nan
 
 import torch
 
 from course_utils import _explorer_parts as X
 from course_utils import plotting as P
-from course_utils.chapters import MAX_CONTEXT, PUBLISHED, kv_cache_bytes, layout_variants
+from course_utils.chapters import PUBLISHED, beyond_limit, kv_cache_bytes, layout_variants
 from course_utils.chapters.ch09.explorer import KV_CONTEXTS
 from course_utils.plotting import explorer, handles
 
@@ -27,23 +28,23 @@ class KVWallView:
     layout: str
     context: int
     batch: int
-    # GiB of the batch's cache per layout, NaN where impossible: (len(KV_WALL_LAYOUTS),)
-    gib: torch.Tensor
+    gib: torch.Tensor  # (bars,): GiB of the batch's cache, NaN where the shape cannot take it
+    notes: tuple[str, ...]  # why the shape cannot take a layout ("" where it can), one per bar
 
 
 def kv_wall_data(
     model: str = "Llama 3 8B", layout: str = "published", context: int = 32_768, batch: int = 1
 ) -> KVWallView:
-    """GiB of the 16-bit KV cache of ``batch`` texts of ``context`` tokens, for every layout of ``model``."""
+    """GiB of the 16-bit KV cache of ``batch`` texts of ``context`` tokens, for every layout of
+    ``model`` (``layout``: the bar in colour)."""
     X._one_of(model, "model", list(PUBLISHED), str)
     X._one_of(layout, "layout", KV_WALL_LAYOUTS, str)
     X._one_of(context, "context", KV_CONTEXTS, int)
     X._one_of(batch, "batch", BATCHES, int)
-    gib = [
-        float("nan") if lay is None else kv_cache_bytes(lay, context, batch) / 2**30
-        for lay in layout_variants(model).values()
-    ]
-    return KVWallView(model, layout, context, batch, torch.tensor(gib, dtype=torch.float64))
+    lays = layout_variants(model).values()  # a layout, or why the shape cannot take it
+    gib = [nan if isinstance(v, str) else kv_cache_bytes(v, context, batch) / 2**30 for v in lays]
+    notes = tuple(v if isinstance(v, str) else "" for v in lays)
+    return KVWallView(model, layout, context, batch, torch.tensor(gib, dtype=torch.float64), notes)
 
 
 def draw_kv_wall(fig, view: KVWallView) -> None:
@@ -68,33 +69,30 @@ def draw_kv_wall(fig, view: KVWallView) -> None:
         ax.set_ylim(n - 0.5, -1.2)  # room above the bars for the lines' labels
         P.plain_axes(ax, "KV cache of the batch (16-bit)", "", axis="x")
     for i, (bar, text, gib) in enumerate(zip(h["bars"], h["texts"], view.gib.tolist())):
-        known = gib == gib  # NaN: the layout is not possible for this model
+        known = not view.notes[i]
         bar.set_width(gib if known else 0.0)
         bar.set_color(P.QUERY_COLOUR if KV_WALL_LAYOUTS[i] == view.layout else P.MUTED_COLOUR)
         text.set_position((gib * 1.1 if known else 2.0**-9.5, i))
-        label = X.format_bytes(gib * 2**30) if known else "not possible (odd number of layers)"
-        text.set_text(label)
-    limit = MAX_CONTEXT[view.model]
-    beyond = f", beyond its {limit:,}-token limit" if view.context > limit else ""
-    X._title(
-        fig.axes[0], f"{view.model}, {view.batch} x {view.context:,} tokens{beyond}", fontsize=9.5
+        text.set_text(X.format_bytes(gib * 2**30) if known else view.notes[i])
+    beyond = beyond_limit(view.model, view.context)
+    title = f"{view.model}, {view.batch} x {view.context:,} tokens" + (
+        f"\n{beyond}" if beyond else ""
     )
+    X._title(fig.axes[0], title, fontsize=9.5)
 
 
-def kv_wall_explorer(
-    model: str = "Llama 3 8B", layout: str = "published", context: int = 32_768, batch: int = 1
-) -> None:
-    """Choose a published model, a layout, a context length and a batch; the bars show the cache.
+def kv_wall_explorer(model: str = "Llama 3 8B", context: int = 32_768, batch: int = 1) -> None:
+    """Choose a published model, a context length and a batch; the bars show the cache of the
+    published layout (in colour) and of the others.
 
     Notebook: ``cu.widgets.kv_wall_explorer()``
     """
-    start = {"model": model, "layout": layout, "context": context, "batch": batch}
+    start = {"model": model, "context": context, "batch": batch}
 
     def controls(widgets):
         contexts = [(f"{k:,}", k) for k in KV_CONTEXTS]  # (label, value) pairs
         return {
             "model": widgets.Dropdown(options=list(PUBLISHED), value=model, description="model"),
-            "layout": widgets.Dropdown(options=KV_WALL_LAYOUTS, value=layout, description="layout"),
             "context": widgets.SelectionSlider(
                 options=contexts, value=context, description="context (tokens)", **X.slider_style()
             ),

@@ -1,7 +1,8 @@
 """Probes of a function answer that chapter 11's checks share. Generic: moves to the engine when the
 core has room (the core is at its cap; tests/test_house.py counts this file in the chapter until then).
 Each probes what a grader would: the caller's tensors, dicts and random state untouched, a cache handed
-back, a training step compared with a reference's gradients, float64 kept, large inputs."""
+back, a second text of the same shape, a training step compared with a reference's gradients, float64
+kept, large inputs, a huge future token."""
 
 from dataclasses import is_dataclass, replace
 from itertools import combinations
@@ -113,3 +114,25 @@ def replay(c: E.Check, fn, args, expected, what: str) -> None:
     out = first(c.call(fn, *args, what=what))
     if not (torch.is_tensor(out) and E.same(f64(out), expected, atol=1e-4)):
         raise c.bug("cache_kept_between_calls", f"For {what}:")
+
+
+def second_text(c: E.Check, fn, args, reference, what: str, negate=(0,)) -> None:
+    """fn on a second text of the same shapes (the tensors at ``negate`` negated) must give
+    reference's answer for it: a result or keys and values kept from an earlier call do not."""
+    other = [-a if i in negate else a for i, a in enumerate(args)]
+    out = first(c.call(fn, *other, what=f"{what}, on a second text of the same shape"))
+    if not (torch.is_tensor(out) and E.same(f64(out), first(reference(*other)), atol=1e-4)):
+        raise c.bug("result_kept_between_calls", f"For {what}, on a second text of the same shape:")
+
+
+def future_hidden(c: E.Check, fn, args, what: str) -> None:
+    """fn(*args), args[0] (b, n, d) times 1000, then its last token 1000 times more: the outputs of
+    the tokens before it must not move. -inf hides a key whatever the scores; a finite mask lets a
+    huge later score through (added) or wins over allowed scores all below it (filled in)."""
+    x = 1e3 * args[0]
+    xs = (x, torch.cat([x[:, :-1], 1e3 * x[:, -1:]], 1))  # (b, n, d) each
+    outs = [first(c.call(fn, t, *args[1:], what=f"{what}, x times 1000")) for t in xs]
+    if not (all(map(torch.is_tensor, outs)) and E.same(outs[0][:, :-1], outs[1][:, :-1])):
+        raise c.bug(
+            "mask_finite", f"For {what}, x times 1000, then its last token 1000 times more:"
+        )

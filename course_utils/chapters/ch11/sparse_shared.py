@@ -6,6 +6,7 @@ import torch
 
 from course_utils.checks import _engine as E
 
+from . import probes as P
 from .probes import backward, call, f64, finite_when_large, keeps_float64, replay
 
 
@@ -59,6 +60,7 @@ def check_sparse_attention(fn) -> None:
             ref = partial(sparse_reference, q, k, eye, idx, topk)
             bugs = [(bug, partial(ref, **{switch: 1})) for bug, switch in SPARSE_BUGS.items()]
             c.compare(got, ref(), f"For {what}, the weights:", bugs, detail={"topk": topk})
+            P.second_text(c, fn, (q, k, eye, idx, topk), sparse_reference, what, (0, 1, 3))
         args = (q, k, eye, idx, topk)
         backward(c, fn, args, SPARSE_ARGS, ("q", "k", "v"), what, sparse_reference)
         keeps_float64(c, fn, args, what)
@@ -93,7 +95,8 @@ def shared_reference(x, layers, sources, heads, steps, reads=None, recompute=Fal
             cache[slot] = [torch.cat([o[:, :, :cut], t], 2) for o, t in zip(old, new)]
             k, v = cache[i if recompute else slot if on("mode") else reads[i]]  # (b, h, N, hd)
             N, first = k.shape[2], 0 if on("top_left") else k.shape[2] - n  # the first query's
-            allowed = torch.arange(first, first + n)[:, None] >= torch.arange(N)  # (n, N)
+            keys = torch.arange(N) - N * bool(on("no_mask"))  # no_mask: every key before the query
+            allowed = torch.arange(first, first + n)[:, None] >= keys  # (n, N)
             attended = E.chapters().attend(split(y @ w["w_q"].T), k, v, allowed)  # (b, h, n, hd)
             y = y + attended.transpose(1, 2).reshape(y.shape) @ w["w_o"].T
         outs.append(y)
@@ -113,6 +116,7 @@ def _wrong(x, layers, s, heads, steps):
     wrong += [("share_sharer_overwrites", partial(ref, mode="overwrites"))]
     wrong += [("share_ignored", partial(ref, L)), ("share_recomputes_kv", partial(ref, None, 1))]
     wrong += [("is_causal_top_left", partial(ref, top_left=True))]
+    wrong += [("mla_not_causal", partial(ref, no_mask=True))]
     return [*wrong, ("share_sharer_appends", partial(ref, mode="appends"))]
 
 
@@ -142,12 +146,14 @@ def check_shared_kv_forward(fn) -> None:
             layers = E.chapters().stack_weights(d, len(sources), seed)
             x = E.randn(b, 6, d, seed=seed)  # (b, 6, d)
             what = f"shared_kv_forward(x, layers, kv_source={list(sources)}, heads={heads})"
+            args = (x, layers, list(sources), heads)
+            one_pass = partial(shared_reference, steps=[(0, 6)])
             for steps in (((0, 6),), ((0, 3), (3, 4), (4, 6))):  # one pass; a prompt, two steps
                 ref, ref_cache = shared_reference(x, layers, sources, heads, steps)
                 bugs, caches = _wrong(x, layers, sources, heads, steps), [None]
                 for lo, hi in steps:
-                    args = (x[:, lo:hi], layers, list(sources), heads, caches[-1])
-                    got = call(c, fn, args, SHARE_ARGS, what, pair="share_cache_form")
+                    step = (x[:, lo:hi], layers, list(sources), heads, caches[-1])
+                    got = call(c, fn, step, SHARE_ARGS, what, pair="share_cache_form")
                     if not isinstance(got[1], dict):
                         raise c.bug("share_cache_form", f"After {what}:", got=E.shown(got))
                     out, cache = c.expect_tensor_output(got[0], what, (b, hi - lo, d)), got[1]
@@ -161,13 +167,14 @@ def check_shared_kv_forward(fn) -> None:
                     stack = lambda: torch.stack([torch.stack([*cache[i]]) for i in keys[1]])
                     mine = c.call(stack, what="stacking your cache's (keys, values)").cpu().double()
                     c.compare(mine, want, f"After {what}, the caches (keys, values):")
+                if len(steps) == 1:  # a second text, right after a first of the same shape
+                    P.second_text(c, fn, args, one_pass, what)
             again = f"{what} on token 3 again, handed the cache of tokens 0 to 2"
             replay(c, fn, (x[:, 3:4], layers, list(sources), heads, caches[1]), ref[:, 3:4], again)
-            args = (x, layers, list(sources), heads)
-            one_pass = lambda *a: shared_reference(*a, ((0, 6),))
             backward(c, fn, args, SHARE_ARGS, ("x",), what, one_pass)
             keeps_float64(c, fn, args, what)
             finite_when_large(c, fn, (30 * x, *args[1:]), f"{what}, x times 30")
+            P.future_hidden(c, fn, args, what)
             whole = lambda *placed: fn(x, layers, list(sources), heads)  # x, layers placed
             E.probe_device(c, None, [x, *(t for w in layers for t in w.values())], what, fn=whole)
     c.passed(f"right on {len(SHARE_CASES)} maps, in one pass and step by step with its cache")
