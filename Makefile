@@ -78,7 +78,7 @@ test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use thi
 test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the checks, a short bench; one JSON (OUT=dir)
 	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
 
-exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
+exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, the generated listings (README, docs/instructors.md)
 	$(PY) -m tools.build.nbtools exercises
 
 chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]

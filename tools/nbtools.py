@@ -6,4 +6,6 @@ import sys
 
 from tools.build import nbtools
 
+if __name__ == "__main__":  # `python -m tools.nbtools ...` (old commands) still runs the generator
+    raise SystemExit(nbtools.main())
 sys.modules[__name__] = nbtools

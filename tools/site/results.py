@@ -10,7 +10,7 @@ between ``<!-- results: NAME -->`` and ``<!-- end results -->``; ``make results`
 Writers: ``make bench`` and ``python -m tools.bench.cli --compare`` (bench, bench_compare),
 ``make bench-explorers`` (explorers), ``make test-compat`` (compat, through :func:`main`'s
 ``compat``), ``make ci-times`` (ci), ``make site`` (site, site_explorers), ``make test-site``
-(site_explorers' response times). ``python -m tools.site.results set NAME field=value ...`` records
+(site_response: the explorers' response times in the page). ``python -m tools.site.results set NAME field=value ...`` records
 a row by hand (a measurement no command writes yet: say how it was made in ``source``).
 
     python -m tools.site.results [--check] | set NAME k=v ... | compat --junit FILE | ci
@@ -324,6 +324,11 @@ def time_ci(script: Path = ROOT / ".ci" / "run") -> int:
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["set"]:
+        known = sorted(p.stem for p in FILES.glob("*.json"))
+        if len(args) < 3 or args[1] not in known or any("=" not in a for a in args[2:]):
+            print(f"usage: python -m tools.site.results set NAME field=value ...; NAME is one of "
+                  f"{', '.join(known)}; got {' '.join(args[1:]) or 'nothing'}", file=sys.stderr)  # fmt: skip
+            return 2
         name, pairs = args[1], dict(a.split("=", 1) for a in args[2:])
         record(name, [{**stamp(load_now()), **pairs}])
         args = []
