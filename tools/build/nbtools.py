@@ -376,8 +376,9 @@ def _exercises(args) -> None:
         print(f"wrote {path.relative_to(ROOT)}")
     for listed in LISTED:
         text = listed.read_text(encoding="utf-8")
-        if readme_listings(text) != text:
-            listed.write_text(readme_listings(text), encoding="utf-8")
+        listings = readme_listings(text)
+        if listings != text:
+            listed.write_text(listings, encoding="utf-8")
             print(f"wrote {listed.relative_to(ROOT).as_posix()}")
 
 
