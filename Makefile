@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-unit test-notebooks test-gpu test-browser test-nbgrader grade report exercises solutions headers \
+.PHONY: help install lab test test-slow test-unit test-notebooks test-gpu test-browser test-nbgrader grade report exercises solutions headers \
         figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean \
         site test-site results ci-times
 
@@ -39,11 +39,19 @@ lab: $(STAMP) ## start JupyterLab on the course (exercise notebooks)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.port=$(PORT) $(ROOT_FLAG) \
 	  --LabApp.default_url=/lab/tree/$(FIRST_CHAPTER) $(LAB_ARGS)
 
-test: $(STAMP) ## run every check: unit tests, notebook sync, strict nbval of all solutions
-	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
+# One torch/OpenMP thread per xdist worker (JOBS workers on as many cores), and idle threads that
+# sleep instead of spinning; the kernels nbval starts inherit both. A test that needs more threads
+# sets them itself (tests/ch08's two-thread training).
+TEST_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+
+test: $(STAMP) ## the everyday check: unit tests, notebook sync, each solution run once (strict nbval, shape comments, figures)
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) -m "not slow" tests solutions
+
+test-slow: $(STAMP) ## the tests that left make test (grading machinery, a chapter scaffolded from nothing): see CONTRIBUTING
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile -m slow tests
 
 test-unit: $(STAMP) ## unit tests only (fast)
-	$(PY) -m pytest -n $(JOBS) tests
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) -m "not slow" tests
 
 test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium (installs chromium, playwright)
 	@sh tests/browser/ensure_browser.sh $(PY)
@@ -73,27 +81,27 @@ test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use thi
 test-gpu: $(STAMP) ## on a CUDA machine, in 6 min: nbval of every solution, the checks, a short bench; one JSON (OUT=dir)
 	$(PY) -m tools.testing.gpu $(if $(OUT),--out $(OUT))
 
-exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, README listings
-	$(PY) -m tools.nbtools exercises
+exercises: $(STAMP) ## regenerate from solutions/: chapters' code, missing figures, notebooks/, the generated listings (README, docs/instructors.md)
+	$(PY) -m tools.build.nbtools exercises
 
 chapter: $(STAMP) ## scaffold a new chapter's 7 files: make chapter NN=11 NAME=temperature [TITLE="..."]
 	@test -n "$(NN)" -a -n "$(NAME)" || { echo 'usage: make chapter NN=11 NAME=temperature [TITLE="..."]'; exit 2; }
-	$(PY) -m tools.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
+	$(PY) -m tools.build.scaffold $(NN) $(NAME) $(if $(TITLE),--title "$(TITLE)")
 
 headers: $(STAMP) ## rewrite the Colab badge and setup cell of every solution (REF=v1.0: the tag they belong to)
-	$(PY) -m tools.nbtools headers $(if $(REF),--ref $(REF))
+	$(PY) -m tools.build.nbtools headers $(if $(REF),--ref $(REF))
 
 solutions: $(STAMP) ## re-execute the solution notebooks in place (refreshes stored outputs)
-	$(PY) -m tools.nbtools execute
+	$(PY) -m tools.build.nbtools execute
 
 figures: $(STAMP) ## re-make every figure in figures/ from code
-	$(PY) -m tools.figures
+	$(PY) -m tools.figures.catalogue
 
 bench: $(STAMP) ## time chapter 07's attention variants in interleaved rounds into results/ and docs/results/bench.json (FULL=1; OUT=folder)
-	$(PY) -m tools.bench --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
+	$(PY) -m tools.bench.cli --record --out $(or $(OUT),results) $(if $(filter 1 yes true,$(FULL)),--full)
 
 bench-explorers: $(STAMP) ## time every explorer from a control change to its new picture (median of 7 passes) into docs/results/
-	$(PY) -m tools.bench_explorers --record
+	$(PY) -m tools.bench.explorers --record
 
 bench-browser: $(STAMP) ## every explorer in JupyterLab (headless Chromium): key press to new picture, median per explorer, with the load
 	@sh tests/browser/ensure_browser.sh $(PY)
@@ -115,13 +123,13 @@ test-compat: ## `make test` in a throwaway venv with another torch: TORCH=2.3.1 
 	  touch $$venv/.installed; \
 	fi; \
 	$$venv/bin/python -c 'import sys, torch, numpy; print("compat: Python", sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__)'; \
-	status=0; PYTHONPATH="$(CURDIR)" $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile \
+	status=0; PYTHONPATH="$(CURDIR)" $(TEST_ENV) $$venv/bin/python -m pytest -q -p no:cacheprovider -rf -n $(JOBS) --dist loadfile -m "not slow" \
 	  --junitxml=$$venv/junit.xml $(NBVAL) tests solutions || status=$$?; \
 	PYTHONPATH="$(CURDIR)" $$venv/bin/python -m tools.site.results compat --junit $$venv/junit.xml; \
 	exit $$status
 
 test-colab: $(STAMP) ## every notebook alone in a replica of Colab's runtime (creates .venv-colab: Python 3.13, Colab's pins)
-	$(PY) -m tools.colab_replica
+	$(PY) -m tools.testing.colab_replica
 
 SITE_VENV  ?= .venv-site
 SITE_STAMP := $(SITE_VENV)/.installed

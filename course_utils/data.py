@@ -34,10 +34,3 @@ def example_scores() -> torch.Tensor:
     """(6, 6) dot-product scores of the running example with itself (chapter 01's matrix)."""
     x = example_inputs()
     return x @ x.T
-
-
-def example_causal_weights() -> torch.Tensor:
-    """(6, 6) softmax weights of :func:`example_scores` with the future masked out (chapter 03's way 2)."""
-    from .chapters import mask_before_softmax  # imported here: the chapters import course_utils
-
-    return mask_before_softmax(example_scores(), 1)  # d_k = 1: the unscaled weights

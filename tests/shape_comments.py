@@ -287,7 +287,7 @@ def run_notebook(path, timeout: int = 600) -> dict:
 
     from nbclient import NotebookClient
 
-    from tools import nbtools
+    from tools.build import nbtools
 
     os.environ["COURSE_STATIC_WIDGETS"] = "1"
     path = Path(path).resolve()
@@ -315,7 +315,12 @@ def run_notebook(path, timeout: int = 600) -> dict:
         resources={"metadata": {"path": str(path.parent)}},
     )
     client.execute()
-    result = json.loads(nb.cells[-1].outputs[0]["text"])
+    return summary(all_comments, instrumented, json.loads(nb.cells[-1].outputs[0]["text"]))
+
+
+def summary(all_comments, instrumented, result: dict) -> dict:
+    """What :func:`run_notebook` returns, from the comments found, the lines instrumented and the
+    ledger's report (``tests/solution_run.py`` builds it from nbval's run the same way)."""
     return {
         "comments": len(all_comments),
         "unchecked": [f"{key} {c}" for key, c, checked in all_comments if not checked],
@@ -323,3 +328,14 @@ def run_notebook(path, timeout: int = 600) -> dict:
         "wrong": result["bad"],
         "waiting": result["waiting"],
     }
+
+
+def assert_clean(report: dict) -> None:
+    """A solution's shape comments: some, each on a line the test can check, none wrong."""
+    assert report["comments"] > 0
+    assert not report["unchecked"], (
+        "shape comments on lines the test cannot check (put them on an assignment, a return "
+        "or a print):\n" + "\n".join(report["unchecked"])
+    )
+    wrong = [f"cell {where}: {why}" for where, why in sorted(report["wrong"].items())]
+    assert not wrong, "shape comments that disagree with the code:\n" + "\n".join(wrong)

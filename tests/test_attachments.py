@@ -1,6 +1,6 @@
 """Every picture of every notebook shows wherever the notebook is read (issues 14 and 26).
 
-The generator (tools/attachments.py, run by `make exercises`) writes each course figure as an
+The generator (tools/build/attachments.py, run by `make exercises`) writes each course figure as an
 inline ``data:`` PNG in the markdown, the form Colab itself writes: Colab renders neither cell
 attachments (googlecolab/colabtools#3836) nor relative paths (the notebook is opened alone).
 The rule test reads the committed notebooks; the generator tests run on copies.
@@ -15,7 +15,7 @@ import shutil
 import nbformat
 import pytest
 
-from tools import attachments, nbtools
+from tools.build import attachments, nbtools
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 COMMITTED = SOLUTIONS + nbtools.chapter_files(nbtools.EXERCISES)

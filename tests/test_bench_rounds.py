@@ -1,5 +1,5 @@
-"""`make bench`'s interleaved rounds and what their spreads may rank (tools/bench_rounds.py), and
-the rankings it reports (tools/bench_report.py, tools/bench.py): a planted noisy variant is
+"""`make bench`'s interleaved rounds and what their spreads may rank (tools/bench/rounds.py), and
+the rankings it reports (tools/bench/report.py, tools/bench/cli.py): a planted noisy variant is
 reported as not separable, never ranked, both by the pure ranking and end to end. Every time
 here comes from a seeded random timer: no real timing is asserted."""
 
@@ -12,10 +12,7 @@ import pytest
 
 from course_utils import bench
 from course_utils.validation import CourseInputError
-from tools import bench as cli
-from tools import bench_report as report
-from tools import bench_rounds as rounds
-from tools import bench_sweep as sweep
+from tools.bench import cli, report, rounds, sweep
 
 D, HEADS = 32, 4
 

@@ -1,7 +1,7 @@
 """Colab readiness of every notebook in solutions/ and notebooks/.
 
 * Cell 0 is the title with an "Open in Colab" badge whose link is ``config.colab_url(folder, file)``,
-  built from the one configured repository (``tools/config.py``).
+  built from the one configured repository (``tools/build/config.py``).
 * Cell 1 is the first code cell: the setup cell. It never pip-installs torch, and it works: each
   distinct setup cell found in the course is executed in a fresh Python, (a) from a folder where
   ``course_utils`` is not importable, with a fake ``git`` first on PATH that "clones" the course
@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import config, nbtools
+from tools.build import config, nbtools
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ("solutions", "notebooks")

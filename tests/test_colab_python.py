@@ -6,7 +6,7 @@ import os
 import stat
 import sys
 
-from tools import colab_replica
+from tools.testing import colab_replica
 
 
 def test_a_shim_that_does_not_run_is_passed_over(tmp_path, monkeypatch):

@@ -142,7 +142,7 @@ def test_readme_example_is_what_the_check_prints():
     check's output."""
     from pathlib import Path
 
-    from tools.render_check_messages import readme_example
+    from tools.build.render_check_messages import readme_example
 
     root = Path(__file__).resolve().parents[1]
     for name, heading in (("README.md", "## Chapters"), ("docs/students.md", "## Self-checks")):
@@ -152,7 +152,7 @@ def test_readme_example_is_what_the_check_prints():
         block = after[start : after.index("```", start)]
         assert block.strip() == readme_example().strip(), (
             f"{name}'s example failure message is stale: paste the output of "
-            "`python -m tools.render_check_messages --readme` into it"
+            "`python -m tools.build.render_check_messages --readme` into it"
         )
 
 

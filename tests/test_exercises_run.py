@@ -9,7 +9,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from tools import nbtools
+from tools.build import nbtools
 
 EXERCISES = nbtools.chapter_files(nbtools.EXERCISES)
 STUB = nbtools.CODE_STUB[1]

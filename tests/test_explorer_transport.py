@@ -24,7 +24,7 @@ def _binary_buffers(widget) -> list:
 
 
 @pytest.mark.parametrize(
-    "name", __import__("tools.bench_explorers").bench_explorers.explorer_names()
+    "name", __import__("tools.bench.explorers").bench.explorers.explorer_names()
 )
 def test_no_explorer_sends_a_binary_buffer(name, monkeypatch):
     """Colab's widget manager is weak on binary comm buffers (what ipywidgets.Image sends): every
@@ -32,7 +32,7 @@ def test_no_explorer_sends_a_binary_buffer(name, monkeypatch):
     after each control move, and nothing a widget sends carries a buffer."""
     ipywidgets = pytest.importorskip("ipywidgets")
     from course_utils import plotting
-    from tools import bench_explorers as bench
+    from tools.bench import explorers as bench
 
     sent = []
     original = ipywidgets.Widget._send

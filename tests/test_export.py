@@ -1,4 +1,4 @@
-"""`#| export` cells of the solutions become course_utils/chapters/ (tools/export.py)."""
+"""`#| export` cells of the solutions become course_utils/chapters/ (tools/build/export.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import export, nbtools
+from tools.build import export, nbtools
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""tools/figures.py: committed figures match the code, byte for byte; notebooks point at real figures."""
+"""tools/figures/catalogue.py: committed figures match the code, byte for byte; notebooks point at real figures."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import course_utils as cu
-from tools import figures as F
+from tools.figures import catalogue as F
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted([*ROOT.glob("solutions/*.ipynb"), *ROOT.glob("notebooks/*.ipynb")])
@@ -62,7 +62,7 @@ def test_figure_differences_catches_changed_missing_and_stray_files(tmp_path):
     assert len(problems) == 3
     assert "causal_mask: " in problems[0] and "differs from what the code draws" in problems[0]
     assert "dropout: " in problems[1] and "is missing" in problems[1]
-    assert problems[2].startswith("old_diagram.png: not drawn by tools/figures.py")
+    assert problems[2].startswith("old_diagram.png: not drawn by tools/figures/catalogue.py")
 
 
 # ----------------------------------------------------------------------------- the catalogue
@@ -177,7 +177,7 @@ def test_alt_text_check_catches_a_hand_written_alt_text(tmp_path):
     notebook = _fake_notebook(tmp_path, "![the mask](../figures/causal_mask.png)")
     (problem,) = F.alt_text_mismatches([notebook])
     assert "figure 'causal_mask' has alt text 'the mask'" in problem
-    assert "expected tools.figures.alt_text('causal_mask')" in problem
+    assert "expected tools.figures.catalogue.alt_text('causal_mask')" in problem
 
 
 def test_attachment_references_are_checked_for_presence_content_and_alt_text(tmp_path):

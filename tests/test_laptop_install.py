@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tools import nbtools
+from tools.build import nbtools
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tools import listings, nbtools
+from tools.build import listings, nbtools
 
 
 def test_the_readme_table_is_the_generated_one_with_a_row_per_solution():

@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from tools import config, nbtools
+from tools.build import config, nbtools
 
 
 def _solution():

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools.nbval_plugin import numbers_close, texts_match
+from tools.testing.nbval_plugin import numbers_close, texts_match
 
 ROOT = Path(__file__).resolve().parent.parent
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -100,7 +100,7 @@ def _run_nbval(*paths):
             "-p",
             "no:xdist",
             "-p",
-            "tools.nbval_plugin",
+            "tools.testing.nbval_plugin",
             "--nbval",
             "--nbval-current-env",
             "--nbval-sanitize-with",

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tools import nbtools
+from tools.build import nbtools
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 EXERCISES = nbtools.chapter_files(nbtools.EXERCISES)

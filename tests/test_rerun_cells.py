@@ -16,7 +16,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from tools import nbtools
+from tools.build import nbtools
 
 RERUN_CHAPTERS = ("10_transformer", "11_past_the_kv_wall")
 RESET = (

@@ -101,7 +101,7 @@ def test_compat_reads_its_counts_from_the_junit_file(copy, tmp_path):
 
 
 def test_the_bench_rows_are_the_longest_length_of_each_mode(copy):
-    from tools.bench_sweep import BenchRow
+    from tools.bench.sweep import BenchRow
 
     folder, _ = copy
     rows = [

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tools import nbtools
+from tools.build import nbtools
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 NAMES = [p.name for p in SOLUTIONS]

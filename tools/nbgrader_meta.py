@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def points_table() -> str:
-    """The markdown table of every chapter's points (the README's, written by `make exercises`)."""
+    """The markdown table of every chapter's points (docs/instructors.md's, written by `make exercises`)."""
     rows = ["| chapter | self-checks (autograded) | written answers (manual) |", "|---|---:|---:|"]
     for path in nbtools.chapter_files():
         got = points(nbtools.read(path), path.name)

@@ -58,7 +58,7 @@ from tests.browser.page import (
     _width_problems,
     poll,
 )
-from tools.figures import DISPLAY_WIDTH, FRAME_WIDTH
+from tools.figures.catalogue import DISPLAY_WIDTH, FRAME_WIDTH
 
 
 class BrowserLab:

@@ -177,7 +177,7 @@ def _width_problems(what: str, images: list[dict], limit: float, name: str) -> l
     (tests/test_legibility.py) assumes, in this harness's 1280-px window with the file browser open."""
     return [
         f"{what}: a picture {i['natural']} px wide is shown {i['shown']:.0f} px wide, not "
-        f"{min(i['natural'], limit)}: JupyterLab's layout changed; re-measure tools.figures.{name}"
+        f"{min(i['natural'], limit)}: JupyterLab's layout changed; re-measure tools.figures.catalogue.{name}"
         for i in images
         if i.get("natural", i.get("width", 0))
         and abs(i["shown"] - min(i.get("natural", i.get("width")), limit)) > 2

@@ -343,7 +343,10 @@ def test_width_rule_and_latency_table():
     shown = [{"natural": 1560, "shown": 821.0}, {"natural": 600, "shown": 600.0}]
     assert _width_problems("figure", shown, 821, "DISPLAY_WIDTH") == []
     (problem,) = _width_problems("figure", [{"natural": 1560, "shown": 1073.0}], 821, "X")
-    assert "shown 1073 px wide, not 821" in problem and "re-measure tools.figures.X" in problem
+    assert (
+        "shown 1073 px wide, not 821" in problem
+        and "re-measure tools.figures.catalogue.X" in problem
+    )
     rows = [
         {"chapter": "04", "explorer": "dropout_explorer", "ms": [300, 200, 250], "load": (2, 3)}
     ]

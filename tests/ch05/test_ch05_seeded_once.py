@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import course_utils as cu
-from tools import nbtools
+from tools.build import nbtools
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "solutions" / "05_multihead.ipynb"
 FIVE = [

@@ -1,5 +1,5 @@
 """Chapter 07's variants, its measuring tools (cu.bench, course_utils/chapters/ch07/bench.py) and the sweep of `make bench`
-(tools/bench.py, bench_sweep.py, bench_report.py; its rounds and rankings: test_bench_rounds.py):
+(tools/bench/cli.py, sweep.py, report.py; its rounds and rankings: test_bench_rounds.py):
 every variant equals the reference, a wrong one is caught with the same verdict on every torch
 version and never timed, FLOPs counted from the shapes match PyTorch's own count, measuring and
 results behave, bad input gets clear errors. No timing is compared with another."""
@@ -17,10 +17,7 @@ from torch import nn
 
 from course_utils import bench, chapters
 from course_utils.validation import CourseInputError
-from tools import bench as cli
-from tools import bench_report as report
-from tools import bench_rounds as rounds
-from tools import bench_sweep as sweep
+from tools.bench import cli, report, rounds, sweep
 
 # Small sizes keep the tests fast; the variants' code paths do not depend on the width.
 D, HEADS, CONTEXT = 32, 4, 24

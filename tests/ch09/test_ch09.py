@@ -392,7 +392,7 @@ def test_mask_mod_broadcast_over_index_tensors_is_the_band_mask():
 
 
 def test_sliding_window_figure_draws_the_chapters_masks():
-    figures = pytest.importorskip("tools.figures")
+    figures = pytest.importorskip("tools.figures.catalogue")
     assert figures.FIGURES["sliding_window"].chapter == "09"
     fig = figures.render("sliding_window")
     assert len(fig.axes) == 3

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from tools import nbtools
+from tools.build import nbtools
 
 os.environ.setdefault("COURSE_STATIC_WIDGETS", "1")  # no progress bars from the training cells
 SOLUTION = nbtools.SOLUTIONS / "10_transformer.ipynb"

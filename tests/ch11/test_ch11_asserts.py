@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import course_utils as cu
-from tools import nbtools
+from tools.build import nbtools
 
 SOLUTION = nbtools.SOLUTIONS / "11_past_the_kv_wall.ipynb"
 SKIPPED_TAGS = {"setup", "explorer", "self-check"}

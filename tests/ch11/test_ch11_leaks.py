@@ -14,7 +14,7 @@ import difflib
 import io
 import tokenize
 
-from tools import nbtools
+from tools.build import nbtools
 
 SOLUTION = nbtools.SOLUTIONS / "11_past_the_kv_wall.ipynb"
 SHARE = 0.4  # of an answer's tokens, in order, that one visible cell may hold

@@ -24,7 +24,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]  # fmt: skip
 MIN_SHOWN = {"figure": 821, "frame": 844}
 """A picture must be shown at least this wide (or at its natural width if narrower): the widths
-``tests/test_legibility.py`` proves every text >= 9 px at (tools.figures.DISPLAY_WIDTH, FRAME_WIDTH)."""
+``tests/test_legibility.py`` proves every text >= 9 px at (tools.figures.catalogue.DISPLAY_WIDTH, FRAME_WIDTH)."""
 MOVE_TIMEOUT_MS = 5000
 
 

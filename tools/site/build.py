@@ -26,8 +26,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools import config
-from tools.headers import notebook_ref
+from tools.build import config
+from tools.build.headers import notebook_ref
 from tools.site import explorers as X
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,10 +7,10 @@ measured (:data:`ALWAYS`), so a new measurement of the same key *replaces* its r
 between ``<!-- results: NAME -->`` and ``<!-- end results -->``; ``make results`` rewrites them and
 ``tests/test_results_tables.py`` fails when a table and its file differ.
 
-Writers: ``make bench`` and ``python -m tools.bench --compare`` (bench, bench_compare),
+Writers: ``make bench`` and ``python -m tools.bench.cli --compare`` (bench, bench_compare),
 ``make bench-explorers`` (explorers), ``make test-compat`` (compat, through :func:`main`'s
 ``compat``), ``make ci-times`` (ci), ``make site`` (site, site_explorers), ``make test-site``
-(site_explorers' response times). ``python -m tools.site.results set NAME field=value ...`` records
+(site_response: the explorers' response times in the page). ``python -m tools.site.results set NAME field=value ...`` records
 a row by hand (a measurement no command writes yet: say how it was made in ``source``).
 
     python -m tools.site.results [--check] | set NAME k=v ... | compat --junit FILE | ci
@@ -165,9 +165,8 @@ def record_bench(rows, device: str, load_at_start: float, folder: Path | None = 
 
 
 def record_compare(first: str, second: str, folder: Path | None = None) -> None:
-    """``python -m tools.bench --compare A B``: how many pairs two runs rank alike and opposite."""
-    from tools import bench_report as report
-    from tools import bench_rounds as rounds
+    """``python -m tools.bench.cli --compare A B``: how many pairs two runs rank alike and opposite."""
+    from tools.bench import report, rounds
 
     a, b = report.read_groups(first), report.read_groups(second)
     result = rounds.compare_claims(rounds.claims(a), rounds.claims(b))
@@ -184,7 +183,7 @@ def record_compare(first: str, second: str, folder: Path | None = None) -> None:
         "opposite": len(result["contradict"]),
         "one_only": f"{len(result['first only'])} + {len(result['second only'])}",
         "neither": pairs - sum(len(v) for v in result.values()),
-        **stamp(load_now(), "", f"python -m tools.bench --compare {first} {second}"),
+        **stamp(load_now(), "", f"python -m tools.bench.cli --compare {first} {second}"),
     }
     row["machine"] = f"{timed[0]['cores']} cores, {timed[0]['device_name']}" if timed else "?"
     row["load"] = span(min(loads), max(loads)) if loads else "?"
@@ -325,6 +324,11 @@ def time_ci(script: Path = ROOT / ".ci" / "run") -> int:
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["set"]:
+        known = sorted(p.stem for p in FILES.glob("*.json"))
+        if len(args) < 3 or args[1] not in known or any("=" not in a for a in args[2:]):
+            print(f"usage: python -m tools.site.results set NAME field=value ...; NAME is one of "
+                  f"{', '.join(known)}; got {' '.join(args[1:]) or 'nothing'}", file=sys.stderr)  # fmt: skip
+            return 2
         name, pairs = args[1], dict(a.split("=", 1) for a in args[2:])
         record(name, [{**stamp(load_now()), **pairs}])
         args = []

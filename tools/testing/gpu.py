@@ -17,7 +17,7 @@ sentence and exits 2; it exits 1 when anything failed or was cut short, 0 otherw
     python -m tools.testing.gpu [--out results/test-gpu] [--parts notebooks checks bench]
 
 The limits are estimates from CPU timings, never measured on a GPU (none was lent). Measured on the
-2-core CPU machine (2026-11-29, one torch thread, load 7 to 10), CPU-seconds per solution under
+2-core CPU machine (2026-11-28, one torch thread, load 7 to 10), CPU-seconds per solution under
 strict nbval, kernel and pytest start included: 01 11, 02 12, 03 13, 04 13, 05 19, 06 12, 07 21,
 08 25, 09 14, 10 56, 11 19 (215 in all); the checks and the fuzz: 2,430 tests in 43 CPU-seconds,
 chapter 08's file the longest (20 s). What scales: the notebooks' tensors are small, so a GPU
@@ -194,7 +194,7 @@ def commands(out: Path, cores: int) -> dict[str, tuple[list[str], dict]]:
             {"OMP_NUM_THREADS": str(ck_threads), "COURSE_TALLY": str(out / "checks.tally")},
         ),
         "bench": (
-            [python, "-m", "tools.bench", "--device", "cuda", "--out", str(out / "bench")]
+            [python, "-m", "tools.bench.cli", "--device", "cuda", "--out", str(out / "bench")]
             + list(BENCH_ARGS),
             {},
         ),

@@ -47,6 +47,12 @@ _MASKINGS = dict(
 )
 
 
+def example_causal_weights() -> torch.Tensor:
+    """(6, 6) softmax weights of the running example's scores with the future masked out (this
+    chapter's way 2); chapter 04's explorer and chapter 06's figure start from them."""
+    return ch.mask_before_softmax(example_scores(), 1)  # d_k = 1: the unscaled weights
+
+
 @dataclass(frozen=True)
 class MaskView:
     """What :func:`mask_explorer` shows for one way of masking."""

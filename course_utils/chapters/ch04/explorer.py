@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from course_utils._explorer_parts import RowSums, _title, _tokens, slider_style
-from course_utils.data import EXAMPLE_TOKENS, example_causal_weights
+from course_utils.chapters.ch03.explorer import example_causal_weights
+from course_utils.data import EXAMPLE_TOKENS
 from course_utils.plotting import draw_map, explorer, handles
 from course_utils.repro import portable_dropout_mask
 from course_utils.validation import expect_int, expect_probability

@@ -2,7 +2,7 @@
 output under no_grad, input gradient), time a call (``torch.utils.benchmark.Timer``: warm-up,
 median, interquartile range), measure the machine's ceilings (matmul peak, copy bandwidth) and
 draw a roofline. The sweep over every variant and length (a wrong variant is never timed, the
-reference layer and the peak memory) is ``make bench``: ``tools/bench.py``, ``tools/bench_sweep.py``.
+reference layer and the peak memory) is ``make bench`` (``tools/bench/``).
 """
 
 from __future__ import annotations

@@ -307,6 +307,7 @@ def linear_reference(q, k, v, state=None, *, chunk=None, **slip):
         scores = 0 * scores if on("first") == "all" or on("no_intra") else scores
         S_read = S + ck.mT @ cv if on("first") else S  # before the chunk's outputs are read
         z_read = z + ck.sum(2) if on("first") in ("both", "all") else z
+        z_read = 0 * z_read if on("no_z") else z_read  # no_z: the earlier chunks' keys left out
         normaliser = scores.sum(-1, keepdim=True) + cq @ z_read[..., None]  # (b, h, c, 1)
         top = scores @ cv + cq @ S_read
         if on("per_feature"):  # each row of the state divided by its entry of z (chunks of 1)
@@ -329,6 +330,7 @@ def delta_reference(q, k, v, alpha, beta, state=None, **slip):
     outs = []
     for t in range(n):
         kt, vt, bt = k[:, :, t], v[:, :, t], beta[:, :, t, None, None]
+        vt, bt = (vt * bt[..., 0], 1.0) if on("beta_v") else (vt, bt)  # beta on the value only
         a = 1.0 if on("no_gate") else alpha[:, :, t, None, None]
         read, decayed = S, S if on("gate_on_write") else a * S
         error = vt - ((S if on("erase_ungated") else decayed) @ kt[..., None]).squeeze(-1)
@@ -350,13 +352,14 @@ CHUNK_BUGS = [  # the recurrence's (LINEAR_BUGS) are its first five and its own 
     ("chunk_boundary_counted_twice", {"boundary_twice": True}),
     ("chunk_last_partial", {"drop_last": True}),
     ("chunk_intra_missing", {"no_intra": True}),
+    ("chunk_normaliser_without_state", {"no_z": True}),
 ]
 LINEAR_BUGS = [*CHUNK_BUGS[:5], ("linear_reads_before_write", {"before": True})]
 LINEAR_BUGS += [("linear_normaliser_per_feature", {"per_feature": 1})]
 LINEAR_BUGS += [("linear_normaliser_restarts", {"z_restart": 1})]
 DELTA = "gate_on_write erase_ungated no_erase reads_before_write:before outer_transposed:transposed"
 DELTA += " gate_ignored:no_gate query_scaled:q_scale gate_exponentiated:exp_gate"  # id:switch
-DELTA += " query_normalised:q_norm"
+DELTA += " query_normalised:q_norm beta_on_value_only:beta_v"
 DELTA_BUGS = [(f"delta_{b.split(':')[0]}", {b.split(":")[-1]: True}) for b in DELTA.split()]
 # (b, h, n, dk, dv, seed); the first has dk == dv, so that a transposed state runs and is named
 RECURRENT_CASES = ((2, 1, 8, 4, 4, 1203), (2, 2, 9, 4, 5, 1201), (1, 3, 7, 3, 2, 1202))
@@ -457,6 +460,9 @@ def check_linear_attention_chunked(fn) -> None:
             what = f"linear_attention_chunked(q, k, v, chunk={chunk}) on 10 tokens"
             short = 10 % chunk and "chunk_last_partial"  # a crash only then: the last chunk short
             got = call(c, fn, (q, k, v, chunk), "qkv", what, crash=short)
+            if isinstance(got, (tuple, list)):  # (out, state): the recurrent form's pair
+                got = f"a {type(got).__name__} of {len(got)}"  # its tensors' numbers say nothing
+                raise c.bug("chunk_returns_state", f"For {what}:", got=got)
             if torch.is_tensor(got) and got.dim() == 4 and got.shape[2] == 10 - 10 % chunk < 10:
                 raise c.bug("chunk_last_partial", f"For {what}:")  # the last chunk's tokens dropped
             got, ref = f64(c.expect_tensor_output(got, what, (2, 2, 10, 3))), linear_reference

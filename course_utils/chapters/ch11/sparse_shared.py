@@ -18,17 +18,25 @@ def sparse_reference(q, k, v, index, topk, **slip):
     causal = torch.arange(N - n, N)[:, None] - (N - n if on("top_left") else 0) >= torch.arange(N)
     scores = q @ k.mT  # (b, h, n, N), unscaled: by_scores ranks the keys by them
     rank = scores if on("by_scores") else index[:, None].expand_as(scores)
-    rank = rank if on("over_future") else rank.masked_fill(~causal, -torch.inf)
+    hide = 0.0 if on("zero") else -torch.inf  # zero: the future hidden with 0 (index * causal)
+    rank = rank if on("over_future") else rank.masked_fill(~causal, hide)
     chosen = rank.topk(min(topk - on("fewer", 0), N), dim=-1).indices  # (b, h, n, k)
-    keep = torch.zeros_like(causal.expand_as(scores)).scatter(-1, chosen, True) & causal
+    keep = torch.zeros_like(causal.expand_as(scores)).scatter(-1, chosen, True)
+    keep = keep if on("leaky") else keep & causal  # leaky: the chosen keys not masked again
     if on("after_softmax"):  # a softmax over every key, then the keys not kept set to 0
         return (torch.softmax(scores / dk**0.5, -1) * keep) @ v
+    if on("scores_zero"):  # the scores of the keys not kept set to 0, not -inf, before the softmax
+        return torch.softmax((scores / dk**0.5).masked_fill(~keep, 0), -1) @ v
     return E.chapters().attend(q * dk**0.5 if on("unscaled") else q, k, v, keep)  # (b, h, n, dv)
 
 
 SPARSE_BUGS = {"sparse_topk_over_future": "over_future", "sparse_selects_by_attention": "by_scores"}
 SPARSE_BUGS |= {"sparse_queries_top_left": "top_left", "sparse_keeps_wrong_count": "fewer"}
 SPARSE_BUGS |= {"no_scaling": "unscaled", "sparse_mask_after_softmax": "after_softmax"}
+SPARSE_BUGS |= {"sparse_future_hidden_with_zero": "zero"}
+# the future (and the keys not chosen) attended: a finite 0 in place of -inf, then no mask again
+ZERO_LEAKS = {"sparse_future_hidden_with_zero": ("zero", "leaky")}
+ZERO_LEAKS |= {"sparse_scores_hidden_with_zero": ("scores_zero",)}
 # (b, h, n queries, N keys, topk, seed): a prompt, a cache's last queries, k = 1, a text shorter than k
 SPARSE_CASES = ((2, 2, 8, 8, 3, 1), (1, 3, 3, 9, 4, 2), (2, 1, 7, 7, 1, 3), (1, 2, 4, 6, 8, 4))
 SPARSE_ARGS = ("q", "k", "v", "index_scores")
@@ -46,10 +54,15 @@ def check_sparse_attention(fn) -> None:
             eye = torch.eye(N).expand(b, h, N, N)  # one-hot values: the output is the weights
             what = f"sparse_attention(q, k, v, index_scores, topk={topk}), {n} queries, {N} keys"
             crash = "sparse_topk_over_length" if topk > N else n < N and "sparse_mask_square"
-            got = call(c, fn, (q, k, eye, idx, topk), SPARSE_ARGS, what, crash=crash)
+            args = (q, k, eye, idx, topk)
+            got = call(c, fn, args, SPARSE_ARGS, what, crash=crash)
             got = f64(c.expect_tensor_output(got, what, (b, h, n, N)))
             future = torch.arange(N - n, N)[:, None] < torch.arange(N)  # (n, N)
             leak = (got.nan_to_num(0) != 0) & future  # NaN: an empty row, named below
+            # 0, not -inf; when topk covers every key, a 0 chooses as -inf does: no mask at all
+            for bug, switches in ZERO_LEAKS.items() if leak.any() and N > topk else ():
+                if E.same(got, sparse_reference(*args, **dict.fromkeys(switches, 1))):
+                    raise c.bug(bug, f"For {what}:")
             if leak.any():  # only where fewer than topk keys precede: topk took later ones
                 short = (~future).sum(-1) < topk  # (n,)
                 fills = N > topk and not leak[..., ~short, :].any()
@@ -61,7 +74,6 @@ def check_sparse_attention(fn) -> None:
             bugs = [(bug, partial(ref, **{switch: 1})) for bug, switch in SPARSE_BUGS.items()]
             c.compare(got, ref(), f"For {what}, the weights:", bugs, detail={"topk": topk})
             P.second_text(c, fn, (q, k, eye, idx, topk), sparse_reference, what, (0, 1, 3))
-        args = (q, k, eye, idx, topk)
         backward(c, fn, args, SPARSE_ARGS, ("q", "k", "v"), what, sparse_reference)
         keeps_float64(c, fn, args, what)
         finite_when_large(c, fn, (30 * q, 30 * k, eye, idx, topk), f"{what}, q and k times 30")

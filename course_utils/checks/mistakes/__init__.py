@@ -2,7 +2,7 @@
 
 Each entry has an id (what tests assert), a diagnosis (what went wrong, in plain words) and
 a hint (how to fix it). Diagnoses may hold ``{placeholders}`` that the check fills in.
-Checks refer to mistakes only by id; ``python -m tools.render_check_messages`` prints them all.
+Checks refer to mistakes only by id; ``python -m tools.build.render_check_messages`` prints them all.
 
 The entries live in each chapter's folder (``course_utils/chapters/chNN/mistakes.txt``, read in
 chapter order, found by scanning) and, for the mistakes the engine itself names, in this folder's

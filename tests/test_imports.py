@@ -1,0 +1,155 @@
+"""No import circle in course_utils or tools, the core names no chapter, tools/ is in rooms.
+
+An import is read from the source (``ast``), wherever it stands: at the top of a module or inside
+a function, where a circle hides until the function runs. ``from package import name`` counts as
+an import of ``package.name`` when that is a module. The circles are found as strongly connected
+components of the graph of modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("course_utils", "tools")
+
+# Circles through the grading files, which another branch rewrites (issue 40): this one goes when
+# tools/nbgrader_meta.py imports what it uses from tools.build.notebooks, .headers and
+# .attachments instead of tools.nbtools (the generator, which calls nbgrader_meta). Only goes down.
+KNOWN_CIRCLES: list[set[str]] = [
+    {"tools.build.listings", "tools.build.nbtools", "tools.nbgrader_meta", "tools.nbtools"},
+]
+
+# tools/ keeps at its top level only entry points the Makefile calls, and, until they move into
+# tools/grading/ (issue 40), the grading files and the two aliases they import. Only goes down.
+TOP_LEVEL_UNTIL_GRADING_MOVES = {
+    "__init__.py",
+    "class_report.py",
+    "grade.py",
+    "grade_parts.py",
+    "grade_worker.py",
+    "nbgrader_feedback.py",
+    "nbgrader_guard.py",
+    "nbgrader_honesty.py",
+    "nbgrader_meta.py",
+    "nbgrader_needs.py",
+    "nbgrader_roundtrip.py",
+    "optional.py",
+    "warm_kernel.py",
+    "nbtools.py",  # alias of tools.build.nbtools for the grading files
+    "attachments.py",  # alias of tools.build.attachments for the grading files
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the two packages: dotted name -> file."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                found[_module_name(path)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that the module ``name`` (file ``path``) imports anywhere."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_finder_sees_a_circle_hidden_in_a_function(tmp_path):
+    """The circle issue 40 found: the core's data.py importing chapter 03's code inside a
+    function (``from .chapters import ...``), planted back into the real graph."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    planted = tmp_path / "course_utils" / "data.py"
+    planted.parent.mkdir()
+    planted.write_text("def f():\n    from .chapters import mask_before_softmax\n")
+    known = modules()
+    edges = graph()
+    edges["course_utils.data"] = imports("course_utils.data", planted, known)
+    assert edges["course_utils.data"] == {"course_utils.chapters"}
+    found = [c for c in circles(edges) if c not in KNOWN_CIRCLES]
+    assert any({"course_utils", "course_utils.data", "course_utils.chapters"} <= c for c in found)
+
+
+def test_no_import_circle_in_course_utils_or_tools():
+    found = [c for c in circles(graph()) if c not in KNOWN_CIRCLES]
+    assert found == [], [sorted(c) for c in found]
+
+
+def test_the_known_circles_still_exist():
+    """A known circle that is gone leaves the table (it only goes down)."""
+    found = circles(graph())
+    assert [sorted(c) for c in KNOWN_CIRCLES if c not in found] == []
+
+
+def test_the_core_imports_no_chapter():
+    """course_utils outside chapters/ is shared by every chapter: a new chapter never grows it,
+    and it never reaches into one (chapter 03's example weights live in chapter 03)."""
+    edges = graph()
+    core = [m for m in edges if m.startswith("course_utils") and ".chapters" not in f"{m}."]
+    offenders = {
+        m: sorted(t for t in edges[m] if t.startswith("course_utils.chapters.ch")) for m in core
+    }
+    assert {m: t for m, t in offenders.items() if t} == {}
+
+
+def test_tools_top_level_holds_only_the_rooms():
+    """tools/ is in rooms by job (build, figures, bench, testing, site, grading)."""
+    top = {p.name for p in (ROOT / "tools").glob("*.py")}
+    assert sorted(top - TOP_LEVEL_UNTIL_GRADING_MOVES) == []
+    assert sorted(TOP_LEVEL_UNTIL_GRADING_MOVES - top) == [], "moved: take it off the list"
