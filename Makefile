@@ -59,21 +59,21 @@ test-browser: $(STAMP) ## run every notebook in JupyterLab in headless Chromium 
 
 test-nbgrader: ## nbgrader round trip of every chapter, or CHAPTERS="01 10" (creates .venv-nbgrader with nbgrader 0.9.6; installs bubblewrap)
 	@sh tests/ensure_sandbox.sh
-	COURSE_NBGRADER_CHAPTERS="$(CHAPTERS)" $(PYTHON) tools/nbgrader_roundtrip.py
+	COURSE_NBGRADER_CHAPTERS="$(CHAPTERS)" $(PYTHON) tools/grading/roundtrip.py
 
 test-grade: ## make grade on a class of 20 vs sequential autograde, PostgreSQL, the report (about 9 min; installs bubblewrap)
 	@sh tests/ensure_sandbox.sh
-	$(PYTHON) tools/nbgrader_roundtrip.py --class
+	$(PYTHON) tools/grading/roundtrip.py --class
 
 grade: ## autograde a class in parallel, each student in a sandbox: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [UNSANDBOXED=1]
 	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make grade COURSE=dir ASSIGNMENT=name [WORKERS=4] [DB=url] [STUDENTS="a b"] [FORCE=1] [UNSANDBOXED=1]'; exit 2; }
-	$(PYTHON) tools/grade.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
+	$(PYTHON) tools/grading/grade.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(WORKERS),--workers $(WORKERS)) \
 	  $(if $(DB),--db "$(DB)") $(if $(STUDENTS),--students $(STUDENTS)) $(if $(filter 1 yes true,$(FORCE)),--force) \
 	  $(if $(filter 1 yes true,$(UNSANDBOXED)),--no-sandbox)
 
 report: ## what a class got wrong, after make grade: make report COURSE=dir ASSIGNMENT=name [DB=url]
 	@test -n "$(COURSE)" -a -n "$(ASSIGNMENT)" || { echo 'usage: make report COURSE=dir ASSIGNMENT=name [DB=url]'; exit 2; }
-	$(PYTHON) tools/class_report.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(DB),--db "$(DB)")
+	$(PYTHON) tools/grading/report.py "$(COURSE)" "$(ASSIGNMENT)" $(if $(DB),--db "$(DB)")
 
 test-notebooks: $(STAMP) ## strict nbval of the solution notebooks only (use this on a GPU box)
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) solutions

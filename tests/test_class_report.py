@@ -1,4 +1,4 @@
-"""tools/class_report.py: a failure's message is matched to the mistake the check named.
+"""tools/grading/report.py: a failure's message is matched to the mistake the check named.
 
 The grading run and the report on a real class are tested in tests/nbgrader/test_grade.py.
 """
@@ -8,7 +8,7 @@ import torch
 
 import course_utils as cu
 from course_utils.checks._engine.core import CheckFailure
-from tools import class_report
+from tools.grading import report as class_report
 
 
 def _scores_without_sum(query, inputs):
@@ -56,7 +56,7 @@ def test_stub_and_unknown_failures():
 
 
 def _solution_cells(name):
-    from tools import nbtools
+    from tools.build import nbtools
 
     return nbtools.read(nbtools.SOLUTIONS / name).cells
 

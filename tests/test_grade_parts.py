@@ -1,4 +1,4 @@
-"""tools/grade_parts.py and the Makefile's grading targets, without nbgrader (a class is graded
+"""tools/grading/parts.py and the Makefile's grading targets, without nbgrader (a class is graded
 in tests/nbgrader/test_grade.py by `make test-nbgrader`)."""
 
 import json
@@ -8,8 +8,8 @@ import types
 import nbformat
 import pytest
 
-from tools import grade_parts
-from tools.nbgrader_roundtrip import ROOT
+from tools.grading import parts as grade_parts
+from tools.grading.roundtrip import ROOT
 
 
 def test_limits_config_gives_each_cell_its_limit(tmp_path):
@@ -73,7 +73,7 @@ def _limits(cell, seconds):
 def test_each_stop_and_each_note_of_a_notebook_is_one_line(tmp_path):
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from tools import nbgrader_feedback
+    from tools.grading import feedback as nbgrader_feedback
 
     stopped = new_code_cell("cu.checks.check_softmax(softmax_stable)")
     stopped.outputs = [new_output("error", ename="Timeout", evalue="", traceback=[])]

@@ -1,13 +1,13 @@
-"""tools/grade_worker.py, the run's side, without nbgrader: a worker process that answers, one
+"""tools/grading/worker.py, the run's side, without nbgrader: a worker process that answers, one
 that dies, and one that never answers (a class is graded through real workers in
 tests/nbgrader/test_grade.py)."""
 
 import sys
 import time
 
-from tools.grade_worker import Worker
+from tools.grading.worker import Worker
 
-# Stand-ins for `python -m tools.grade_worker FOLDER ASSIGNMENT`, reading the same requests
+# Stand-ins for `python -m tools.grading.worker FOLDER ASSIGNMENT`, reading the same requests
 ANSWERS = """
 import json, sys
 for line in sys.stdin:

@@ -1,4 +1,4 @@
-"""The grader's guard (tools/nbgrader_honesty.py): points must be earned.
+"""The grader's guard (tools/grading/honesty.py): points must be earned.
 
 Guarded as the grader's judge calls them, a check refuses the course's own object for its exercise
 (the object, a subclass that adds nothing, a copy of its code) and the library shortcuts its
@@ -25,7 +25,7 @@ from tests.ch04 import correct as correct04
 from tests.ch05 import correct as correct05
 from tests.check_helpers import assert_names_bug, assert_passes
 from tests.judged_plugin import _remote, _session
-from tools.nbgrader_honesty import SHORTCUTS, guarded_checks
+from tools.grading.honesty import SHORTCUTS, guarded_checks
 
 C = cu.chapters
 G = guarded_checks()

@@ -1,4 +1,4 @@
-"""nbgrader metadata derived from the solution notebooks (tools/nbgrader_meta.py); no nbgrader needed."""
+"""nbgrader metadata derived from the solution notebooks (tools/grading/meta.py); no nbgrader needed."""
 
 import copy
 import json
@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from tools import nbgrader_meta as meta
-from tools import nbtools
+from tools.build import nbtools
+from tools.grading import meta
 
 SOLUTIONS = nbtools.chapter_files(nbtools.SOLUTIONS)
 NAMES = [p.name for p in SOLUTIONS]
@@ -151,7 +151,7 @@ def test_every_answer_region_lies_in_an_nbgrader_solution_cell(path):
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=NAMES)
 def test_nbgrader_delimiters_match_only_our_marker_lines(path):
-    """NBGRADER_CONFIG's delimiters find a region wherever a line contains them: only markers may."""
+    """The nbgrader config's delimiters find a region wherever a line contains them: only markers may."""
     markers = {nbtools.BEGIN_CODE, nbtools.END_CODE, *meta.ANSWER_MARKERS.values()}
     for cell in meta.source_notebook(nbtools.read(path), path.name).cells:
         for line in cell.source.split("\n"):
@@ -159,7 +159,7 @@ def test_nbgrader_delimiters_match_only_our_marker_lines(path):
                 assert line.strip() in markers, (
                     f"{path.name}: nbgrader would take {line!r} for an answer marker"
                 )
-    config = meta.NBGRADER_CONFIG
+    config = meta.CONFIG_FILE.read_text()
     for delimiter in meta.DELIMITERS:
         assert f'"{delimiter}"' in config
     assert all(any(d in m for d in meta.DELIMITERS) for m in markers)
@@ -241,9 +241,12 @@ def test_course_directory_has_config_and_every_chapter(tmp_path):
     written = meta.make_course(tmp_path, "ps1")
     assert [p.name for p in written] == NAMES
     config = (tmp_path / "nbgrader_config.py").read_text()
-    assert "db_assignments" not in config and "db_students" not in config  # removed in nbgrader 0.6
-    assert str(nbtools.ROOT) in config and "FreshChecks" in config
+    assert str(nbtools.ROOT) in config and str(meta.CONFIG_FILE) in config
     compile(config, "nbgrader_config.py", "exec")
+    settings = meta.CONFIG_FILE.read_text()
+    assert "db_assignments" not in settings and "db_students" not in settings  # gone in 0.6
+    assert "FreshChecks" in settings
+    compile(settings, "nbgrader_config.py", "exec")
 
 
 def test_the_course_config_restores_names_stops_and_encrypts(tmp_path):
@@ -251,12 +254,13 @@ def test_the_course_config_restores_names_stops_and_encrypts(tmp_path):
     kernel where Execute did (the guard right after it), one limit serves both, and kernels talk
     to nbgrader over an encrypted transport (no warning to print)."""
     meta.make_course(tmp_path, "ps1", chapters=("01",))
-    config = " ".join((tmp_path / "nbgrader_config.py").read_text().split())
+    config = " ".join(meta.CONFIG_FILE.read_text().split())
     assert "sanitize_preprocessors = [ ClearOutput, RestoreFromRelease, DeduplicateIds," in config
     assert "autograde_preprocessors = [ StopsExecute, FreshChecks, IgnorePattern," in config
     assert "c.Execute.timeout = 300" in config and "FreshChecks.cell_timeout" not in config
     assert 'c.KernelManager.transport_encryption = "auto"' in config
     assert "db_url" not in config  # the default: gradebook.db beside it
+    assert "db_url" not in (tmp_path / "nbgrader_config.py").read_text()
 
 
 def test_a_course_for_another_gradebook_names_it_once(tmp_path, capsys):
@@ -265,7 +269,7 @@ def test_a_course_for_another_gradebook_names_it_once(tmp_path, capsys):
     meta.set_db_url(tmp_path, url)  # as make grade DB=... does on a course that names it
     config = (tmp_path / "nbgrader_config.py").read_text()
     assert config.count(f"c.CourseDirectory.db_url = {url!r}") == 1
-    assert config.index("db_url") > config.index("course_id")
+    assert config.index("db_url") > config.index("load_subconfig(")  # after the settings: it wins
     compile(config, "nbgrader_config.py", "exec")
 
 

@@ -1,13 +1,14 @@
-"""tools/nbgrader_restore.py: a tampered notebook's nbgrader cells put back as released, each
+"""tools/grading/restore.py: a tampered notebook's nbgrader cells put back as released, each
 change named (no nbgrader needed; `make test-grade` runs it inside nbgrader on a class)."""
 
 import copy
 
 import pytest
 
-from tools import nbgrader_feedback as feedback
-from tools import nbgrader_meta, nbtools
-from tools.nbgrader_restore import Released, restore
+from tools.build import nbtools
+from tools.grading import feedback
+from tools.grading import meta as nbgrader_meta
+from tools.grading.restore import Released, restore
 
 CHAPTER = "01_toy_attention.ipynb"
 

@@ -1,12 +1,11 @@
-"""tools/nbgrader_stops.py: what stopped a cell, named in words with the limit that applied (no
+"""tools/grading/stops.py: what stopped a cell, named in words with the limit that applied (no
 nbgrader needed; `make test-grade` grades a class with hangs, a self-raised KeyboardInterrupt and
 a dying kernel through it)."""
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from tools import nbgrader_feedback as feedback
-from tools import nbgrader_stops as stops
+from tools.grading import feedback, stops
 
 
 def _error(ename):

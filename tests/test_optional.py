@@ -1,4 +1,4 @@
-"""tools/optional.py: a base class from an optional package, or ``object`` without it."""
+"""tools/grading/optional.py: a base class from an optional package, or ``object`` without it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from tools.optional import optional_base
+from tools.grading.optional import optional_base
 
 
 def test_the_class_when_its_package_is_here():
@@ -24,10 +24,10 @@ def test_object_when_the_package_or_the_name_is_missing(module, name):
 
 def test_the_nbgrader_classes_build_on_what_is_installed():
     """In .venv-nbgrader they extend nbgrader's classes; elsewhere they still import."""
-    from tools.nbgrader_feedback import FeedbackPage
-    from tools.nbgrader_guard import FreshChecks
-    from tools.nbgrader_restore import RestoreFromRelease
-    from tools.nbgrader_stops import StopsExecute
+    from tools.grading.feedback import FeedbackPage
+    from tools.grading.guard import FreshChecks
+    from tools.grading.restore import RestoreFromRelease
+    from tools.grading.stops import StopsExecute
 
     for cls, module, name in (
         (FeedbackPage, "nbconvert.exporters", "HTMLExporter"),

@@ -20,9 +20,9 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from tests.judged_plugin import _remote, _session
+from tools.build.notebooks import ROOT
 from tools.grading import sandbox, session, student, wire
 from tools.grading.judge import JudgeCodec, Remote, StudentError
-from tools.nbtools import ROOT
 
 needs_bwrap = pytest.mark.skipif(
     sandbox.problem() is not None, reason=f"no sandbox here: {sandbox.problem()}"
@@ -74,7 +74,7 @@ def test_without_bubblewrap_make_grade_refuses_in_one_sentence(monkeypatch):
     text = sandbox.refusal()
     assert text.startswith("No sandbox is available (bwrap is not installed)")
     assert text.count(". ") == 0 and "UNSANDBOXED=1" in text and "--no-sandbox" in text
-    from tools.grade import no_sandbox
+    from tools.grading.grade import no_sandbox
 
     assert no_sandbox(False) == text
     assert no_sandbox(True) is None and not sandbox.wanted()  # the instructor's explicit choice

@@ -1,4 +1,4 @@
-"""tools/warm_kernel.py: kernels forked from a preloaded server, in the grader's sandbox, behave as
+"""tools/grading/warm_kernel.py: kernels forked from a preloaded server, in the grader's sandbox, behave as
 plain kernels do, and nothing of one reaches the next.
 
 One server for the module (its preload takes a few seconds); the kernels are started the way
@@ -17,9 +17,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tools import warm_kernel
-from tools.grading import sandbox
-from tools.nbtools import ROOT
+from tools.build.notebooks import ROOT
+from tools.grading import kernels, sandbox, warm_kernel
 
 pytestmark = pytest.mark.skipif(
     sandbox.wanted() and sandbox.problem() is not None,
@@ -44,11 +43,11 @@ CELLS = [
 def warm():
     saved = {k: os.environ.get(k) for k in (warm_kernel.ENV_VAR, "JUPYTER_PATH")}
     os.environ.pop(warm_kernel.ENV_VAR, None)
-    server = warm_kernel.Server()
+    server = kernels.Server()
     try:
         server.wait_ready()
         os.environ[warm_kernel.ENV_VAR] = server.path
-        warm_kernel.install_kernelspec(server.folder)
+        kernels.install_kernelspec(server.folder)
         yield server
     finally:
         server.stop()
@@ -61,7 +60,7 @@ def warm():
 
 def run(cells, kernel_name, folder, **options):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    manager = warm_kernel.manager_class(kernel_name)
+    manager = kernels.manager_class(kernel_name)
     client = NotebookClient(
         nb,
         kernel_name=kernel_name,
@@ -93,7 +92,7 @@ def test_a_warm_kernel_gives_a_plain_kernels_outputs(warm, tmp_path, monkeypatch
 
 
 def kernel(env=None, cwd=None):
-    km = warm_kernel.manager()
+    km = kernels.manager()
     km.start_kernel(**({"env": env} if env else {}), **({"cwd": str(cwd)} if cwd else {}))
     kc = km.client()
     kc.start_channels()
@@ -284,7 +283,7 @@ def test_without_a_server_the_kernel_is_a_plain_one_in_a_sandbox_of_its_own(warm
 
 
 def test_the_server_leaves_when_its_stdin_closes():
-    server = warm_kernel.Server()
+    server = kernels.Server()
     try:
         server.wait_ready()
         server.process.stdin.close()
@@ -318,13 +317,13 @@ def test_configure_sets_the_course_kernels_only_for_nbgrader_autograde(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     c = types.SimpleNamespace(Execute=types.SimpleNamespace())
-    assert warm_kernel.configure(c) is expected
+    assert kernels.configure(c) is expected
     assert bool(started) is expected
     assert getattr(c.Execute, "kernel_name", None) == (
         warm_kernel.KERNEL_NAME if expected else None
     )
     if expected and SANDBOXED:
-        assert c.Execute.kernel_manager_class == "tools.warm_kernel.SandboxKernelManager"
+        assert c.Execute.kernel_manager_class == "tools.grading.kernels.SandboxKernelManager"
 
 
 def test_configure_refuses_when_a_sandbox_is_wanted_and_there_is_none(monkeypatch):
@@ -332,7 +331,7 @@ def test_configure_refuses_when_a_sandbox_is_wanted_and_there_is_none(monkeypatc
     monkeypatch.delenv(warm_kernel.sandbox.ENV_OFF, raising=False)
     monkeypatch.setattr(warm_kernel.sandbox, "problem", lambda: "bwrap is not installed")
     with pytest.raises(RuntimeError, match="No sandbox is available .bwrap is not installed"):
-        warm_kernel.configure(types.SimpleNamespace(Execute=types.SimpleNamespace()))
+        kernels.configure(types.SimpleNamespace(Execute=types.SimpleNamespace()))
 
 
 def test_a_sandboxed_kernel_start_costs_a_fork_not_an_interpreter(warm, tmp_path):

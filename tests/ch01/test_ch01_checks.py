@@ -6,7 +6,7 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.ch01 import buggy as b
-from tests.ch01 import correct as correct
+from tests.ch01 import correct
 from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
 
 

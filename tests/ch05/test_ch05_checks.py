@@ -8,9 +8,7 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES as BUGS
-from tests.ch05 import buggy as buggy
-from tests.ch05 import buggy_probes
-from tests.ch05 import correct as correct
+from tests.ch05 import buggy, buggy_probes, correct
 from tests.check_helpers import assert_passes, cpu_seconds_on_one_thread, unusual_right_answers
 
 check_wrapper = cu.checks.check_multihead_wrapper

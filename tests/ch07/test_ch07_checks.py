@@ -5,7 +5,7 @@ import pytest
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.ch07 import buggy as b
-from tests.ch07 import correct as correct
+from tests.ch07 import correct
 from tests.check_helpers import assert_names_bug, assert_passes, unusual_right_answers
 
 

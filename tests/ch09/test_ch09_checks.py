@@ -8,8 +8,7 @@ import torch
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from course_utils.checks.mistakes import MISTAKES
-from tests.ch09 import buggy as buggy
-from tests.ch09 import correct as correct
+from tests.ch09 import buggy, correct
 from tests.check_helpers import assert_names_bug
 
 CHECKS = {

@@ -9,8 +9,7 @@ import torch
 from torch import nn
 
 import course_utils as cu
-from tests.ch10 import buggy as buggy
-from tests.ch10 import correct as correct
+from tests.ch10 import buggy, correct
 from tests.check_helpers import (
     assert_names_bug,
     assert_passes,

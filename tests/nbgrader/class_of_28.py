@@ -16,8 +16,9 @@ from pathlib import Path
 
 from nbformat.v4 import new_code_cell
 
-from tools import nbgrader_meta, nbtools
-from tools import nbgrader_roundtrip as rt
+from tools.build import nbtools
+from tools.grading import meta as nbgrader_meta
+from tools.grading import roundtrip as rt
 
 ASSIGNMENT = "week1"
 CHAPTERS = ("01", "03")

@@ -1,4 +1,4 @@
-"""A class that cheats, graded by `make grade` (tools/grade.py) with nbgrader (`make test-grade`).
+"""A class that cheats, graded by `make grade` (tools/grading/grade.py) with nbgrader (`make test-grade`).
 
 Chapters 01 and 04. Each cheater plays one trick of tests/cheats.py in an otherwise right
 notebook and must lose exactly that check (and the later ones built on the cheated answer); two
@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests import cheats
-from tools import nbgrader_meta, nbtools
-from tools import nbgrader_roundtrip as rt
+from tools.build import nbtools
+from tools.grading import meta as nbgrader_meta
+from tools.grading import roundtrip as rt
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_NBGRADER_TESTS") != "1",
@@ -143,7 +144,7 @@ def graded(tmp_path_factory):
     config = _digest([course / "nbgrader_config.py"])
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "tools.grade", str(course), ASSIGNMENT, "--workers", "2"],
+        [sys.executable, "-m", "tools.grading.grade", str(course), ASSIGNMENT, "--workers", "2"],
         cwd=rt.ROOT,
         env=rt.nbgrader_env(),
         capture_output=True,

@@ -2,7 +2,7 @@
 
 The class (tests/nbgrader/class_of_28.py): right answers, the untouched release, planted
 mistakes, cascades, hangs, a self-raised KeyboardInterrupt, a dying kernel, a notebook that is not
-JSON, tampered cells and a cheat. The parallel run (tools/grade.py, 2 workers) must give every
+JSON, tampered cells and a cheat. The parallel run (tools/grading/grade.py, 2 workers) must give every
 cell the same score as nbgrader's own sequential `autograde` with the same per-cell limits (so
 the restore, the stops and the guard hold under plain nbgrader too); each case must be scored,
 named in the summary and the feedback, and counted apart in the report; a hang costs its limit,
@@ -34,8 +34,8 @@ from tests.nbgrader.class_of_28 import (
     build_class,
     plant,
 )
-from tools import nbgrader_roundtrip as rt
-from tools import nbtools
+from tools.build import nbtools
+from tools.grading import roundtrip as rt
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_NBGRADER_TESTS") != "1",
@@ -66,7 +66,7 @@ def _total(scores, student, notebook=""):
 def _grade(course, *args, ok=True):
     start = time.perf_counter()
     done = subprocess.run(
-        [str(Path(sys.executable)), "-m", "tools.grade", str(course), ASSIGNMENT, *args],
+        [str(Path(sys.executable)), "-m", "tools.grading.grade", str(course), ASSIGNMENT, *args],
         cwd=rt.ROOT,
         env=rt.nbgrader_env(),
         capture_output=True,
@@ -92,7 +92,7 @@ def _page(course, student, notebook):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from tools.grade_parts import limits_config
+    from tools.grading.parts import limits_config
 
     course = tmp_path_factory.mktemp("class") / "course"
     build_class(course)
@@ -224,7 +224,7 @@ def test_a_refusal_is_named_logged_and_explained_to_the_student(graded):
 
 
 def test_each_worker_starts_nbgrader_once_and_prints_no_warnings(graded):
-    """Two long-lived nbgrader processes grade the class (tools/grade_worker.py); kernels talk to
+    """Two long-lived nbgrader processes grade the class (tools/grading/worker.py); kernels talk to
     nbgrader encrypted, so none prints "running over TCP without encryption"."""
     _, _, _, err, summary = graded
     assert summary["workers"] == 2 and summary["nbgrader_processes"] == 2
@@ -247,7 +247,7 @@ def test_a_rerun_grades_only_new_or_changed_submissions(graded):
 def test_class_report_names_students_cascades_cheats_and_tampering_apart(graded):
     """Before: checks in alphabetical order, no students, diag1's two right masks counted as
     `mask_diagonal` mistakes, cheat1's withdrawn point not told apart, tampering unseen."""
-    from tools import class_report
+    from tools.grading import report as class_report
 
     course, _, _, _, _ = graded
     report = class_report.collect(course, ASSIGNMENT)
@@ -295,7 +295,7 @@ def test_postgresql_end_to_end(graded, tmp_path):
         run = lambda *a, cwd=rt.ROOT, **k: subprocess.run(
             a, cwd=cwd, env=env, capture_output=True, text=True, **k
         )  # noqa: E731
-        made = run(sys.executable, "-m", "tools.nbgrader_meta", "course", str(course),
+        made = run(sys.executable, "-m", "tools.grading.meta", "course", str(course),
                    "--assignment", ASSIGNMENT, "--chapters", "01", "03", "--db", url)  # fmt: skip
         assert made.returncode == 0, made.stderr
         for s in students:

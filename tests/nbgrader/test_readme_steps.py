@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import nbgrader_roundtrip as rt
-from tools.nbtools import ROOT
+from tools.build.notebooks import ROOT
+from tools.grading import roundtrip as rt
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_NBGRADER_TESTS") != "1",

@@ -1,7 +1,7 @@
 """The real nbgrader round trip over every chapter (`make test-nbgrader`; skipped elsewhere).
 
 One module-scoped run builds a course from solutions/, generates the release, autogrades three
-students (complete, blank, buggy) and writes feedback; see tools/nbgrader_roundtrip.py.
+students (complete, blank, buggy) and writes feedback; see tools/grading/roundtrip.py.
 """
 
 import html
@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from tools import nbgrader_meta, nbtools
-from tools import nbgrader_roundtrip as rt
+from tools.build import nbtools
+from tools.grading import meta as nbgrader_meta
+from tools.grading import roundtrip as rt
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_NBGRADER_TESTS") != "1",
@@ -193,7 +194,7 @@ def test_hidden_tests_generate_and_run(trip, scores):
 def test_shortcuts_score_zero_and_the_rest_keeps_its_points(trip, scores):
     """Each shortcut costs exactly its exercise's check; every other check of the notebooks the
     student handed in scores as the complete student's does."""
-    from tools.nbgrader_guard import FRESH
+    from tools.grading.guard import FRESH
 
     handed_in = {n for n in trip.notebooks if n[:2] in {s.exercise[2:4] for s in rt.SHORTCUTS}}
     zeros = {s.check for s in rt.SHORTCUTS if s.exercise[2:4] in {n[:2] for n in handed_in}}
@@ -219,7 +220,7 @@ def test_patched_checks_are_stopped_by_the_fresh_process(trip):
     replaced): only the fresh process stops them. (Measured 2026-11-24: the swapped check's code
     fools the visible check of chapter 01 but not the instructor's hidden test there, and an
     exception handler from set_custom_exc does not hide a failure from nbgrader's execution.)"""
-    from tools.nbgrader_guard import FRESH
+    from tools.grading.guard import FRESH
 
     patched = [s for s in rt.SHORTCUTS if "allclose" in s.what or "check replaced" in s.what]
     assert len(patched) == 2
@@ -248,7 +249,7 @@ def test_solutions_in_the_course_carry_fresh_metadata(trip):
 def test_feedback_names_each_check_and_wraps_its_diagnoses(trip):
     """The summary table of a feedback page names each self-check where nbgrader writes "Test
     cell", and every line of a failure's diagnosis fits the page (and nbgrader validate)."""
-    from tools.nbgrader_feedback import WIDTH, check_label
+    from tools.grading.feedback import WIDTH, check_label
 
     for name in trip.notebooks:
         page = (

@@ -1,5 +1,5 @@
 """`nbgrader autograde` with the course's nbgrader_config.py runs notebooks in warm kernels
-(tools/warm_kernel.py), and in plain ones with COURSE_WARM_KERNEL=0 (`make test-nbgrader`)."""
+(tools/grading/warm_kernel.py), and in plain ones with COURSE_WARM_KERNEL=0 (`make test-nbgrader`)."""
 
 import os
 import shutil
@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tools import nbgrader_meta
-from tools import nbgrader_roundtrip as rt
+from tools.grading import meta as nbgrader_meta
+from tools.grading import roundtrip as rt
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("COURSE_NBGRADER_TESTS") != "1",
@@ -38,7 +38,7 @@ def test_autograde_forks_warm_kernels_unless_turned_off(tmp_path):
     course = tmp_path / "course"
     (course / "source" / "a").mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(
-        nbgrader_meta.NBGRADER_CONFIG.format(root=str(rt.ROOT)), encoding="utf-8"
+        nbgrader_meta.course_config(rt.ROOT), encoding="utf-8"
     )
     cell = nbformat.v4.new_code_cell(PROBE)
     cell.metadata["nbgrader"] = nbgrader_meta._meta(

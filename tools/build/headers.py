@@ -1,6 +1,6 @@
 """The head of every solution notebook, written by ``make headers``: the Colab badge under the
 title and the setup cell (tag ``setup``) that makes the notebook run alone on Colab (it clones the
-course at the notebook's ``REF`` and installs what Colab lacks). ``tools.nbtools`` re-exports it."""
+course at the notebook's ``REF`` and installs what Colab lacks). ``tools.build.nbtools`` re-exports it."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def chapters_table() -> str:
 
 def readme_listings(text: str) -> str:
     """``text`` (the README) with every generated listing rewritten from the chapters."""
-    from tools import nbgrader_meta
+    from tools.grading import meta as nbgrader_meta
 
     makers = {"chapters": chapters_table, "points": nbgrader_meta.points_table}
     return GENERATED.sub(lambda m: m.group(1) + makers[m["name"]]() + m.group(4), text)

@@ -173,7 +173,8 @@ def generate_exercises(
     for path in chapter_files(solutions):
         if names and path.name not in names:
             continue
-        from tools import nbgrader_meta  # nbgrader cell metadata into the solution (issue 12)
+        # nbgrader cell metadata into the solution (issue 12)
+        from tools.grading import meta as nbgrader_meta
 
         nbgrader_meta.apply_to_file(path)
         nb = read(path)
@@ -206,7 +207,7 @@ def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> lis
                 f"solutions/{path.name} (figures not embedded or differ from figures/: "
                 "run `make exercises`)"
             )
-        from tools import nbgrader_meta
+        from tools.grading import meta as nbgrader_meta
 
         if nbgrader_meta.is_stale(nb, path.name):
             problems.append(

@@ -1,4 +1,4 @@
-"""The guard's fresh run, on the judge's side (``tools/nbgrader_guard.py`` says why and how): the
+"""The guard's fresh run, on the judge's side (``tools/grading/guard.py`` says why and how): the
 notebook's cells go to the student process of a session (``session.py``), each check cell runs
 here, in the judge; :func:`rerun` gives each check's verdict."""
 
@@ -12,8 +12,8 @@ import signal
 import time
 import types
 
-from tools.nbgrader_feedback import timed_out
-from tools.nbgrader_needs import cell_names, needed_cells
+from tools.grading.feedback import timed_out
+from tools.grading.needs import cell_names, needed_cells
 
 GRACE = 10  # seconds the judge waits past a cell's limit before it gives the student process up
 LOST = "This check could not be confirmed: the student process of the fresh run stopped ({})."
@@ -101,8 +101,8 @@ def preload() -> None:
 
     import course_utils.chapters  # noqa: F401 - the checks' references, never sent anywhere
     import course_utils.checks as checks
+    import tools.grading.honesty  # noqa: F401
     import tools.grading.session  # noqa: F401
-    import tools.nbgrader_honesty  # noqa: F401
 
     dir(checks)  # every chapter's checks collected
 
@@ -115,7 +115,7 @@ def rerun(nb, session, only=None, cell_timeout=0, prune=False, counts=None) -> d
     ``prune``: only the cells :func:`needed_cells` keeps; ``counts`` gets the code cells up to the
     last check (``cells``) and how many of them ran (``ran``)."""
     preload()
-    from tools.nbgrader_honesty import guarded_checks
+    from tools.grading.honesty import guarded_checks
 
     stand_in = types.SimpleNamespace(checks=guarded_checks(session))
     verdicts: dict[str, str | None] = {}
@@ -133,7 +133,7 @@ def rerun(nb, session, only=None, cell_timeout=0, prune=False, counts=None) -> d
             continue  # an explorer's picture changes no check: the kernel has drawn it already
         if index not in kept or cell.metadata.get("course_grading", {}).get("stopped"):
             continue  # no check reads what this cell binds (see needed_cells and confirm), or the
-            # kernel died in it (tools/nbgrader_stops.py): it would end this fresh run too
+            # kernel died in it (tools/grading/stops.py): it would end this fresh run too
         counts["ran"] += 1
         seconds = cell_timeout[index] if isinstance(cell_timeout, list) else cell_timeout
         session.cell, session.given = index, given_cell(cell)
@@ -160,8 +160,8 @@ def _run_cell(session, source: str, seconds: float) -> None:
 def _verdict(session, stand_in, source: str, grade_id: str, seconds: float) -> str | None:
     """None when the check cell passes here, else why not, in words."""
     from course_utils.checks import CheckFailure
+    from tools.grading.honesty import hidden_code
     from tools.grading.judge import GraderLost, StudentTimeout
-    from tools.nbgrader_honesty import hidden_code
 
     try:
         code = compile(source, f"<check cell {grade_id}>", "exec")

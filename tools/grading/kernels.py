@@ -1,4 +1,4 @@
-"""nbgrader's side of the course's kernels (``tools/warm_kernel.py`` says what they are): the
+"""nbgrader's side of the course's kernels (``tools/grading/warm_kernel.py`` says what they are): the
 handle of the sandboxed server a grading process starts (:class:`Server`), the ``course-warm``
 kernelspec, the KernelManager that reaches a sandboxed kernel over ZeroMQ's ipc transport
 (``SandboxKernelManager``) and :func:`configure`, which the course's ``nbgrader_config.py`` calls."""
@@ -11,7 +11,7 @@ import select
 import socket
 import sys
 
-from tools.warm_kernel import (
+from tools.grading.warm_kernel import (
     HERE,
     HISTORY,
     KERNEL_NAME,
@@ -226,5 +226,5 @@ def configure(c) -> bool:
     start()
     c.Execute.kernel_name = KERNEL_NAME
     if sandbox.wanted():  # the sandbox has no network: ZeroMQ over Unix sockets instead
-        c.Execute.kernel_manager_class = "tools.warm_kernel.SandboxKernelManager"
+        c.Execute.kernel_manager_class = "tools.grading.kernels.SandboxKernelManager"
     return True

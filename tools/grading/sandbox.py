@@ -49,7 +49,7 @@ REFUSAL = (
     "No sandbox is available ({why}), so students' code would run with your permissions and "
     "could change the course, the gradebook or classmates' work: install bubblewrap "
     "(apt-get install bubblewrap) on Linux with user namespaces enabled, or run again with "
-    "UNSANDBOXED=1 (make grade) or --no-sandbox (tools/grade.py) to grade without one."
+    "UNSANDBOXED=1 (make grade) or --no-sandbox (tools/grading/grade.py) to grade without one."
 )
 
 

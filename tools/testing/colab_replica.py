@@ -27,7 +27,7 @@ What it does, and how close it is to Colab:
   a front end does: a ``comm_msg`` ``update`` with the new value; the kernel must answer with a new
   frame (an inline PNG) for each move.
 * **Colab's rendering rules**: no markdown attachment or relative image path
-  (:func:`tools.attachments.unresolved_images`), and no binary buffer in any widget message or
+  (:func:`tools.build.attachments.unresolved_images`), and no binary buffer in any widget message or
   widget state of the run (Colab's widget display handles them poorly).
 """
 

@@ -9,7 +9,7 @@ import torch
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: the exercise is attention
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: the exercise is attention
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 # (tokens, embedding size) pairs; (7, 7) is square so a transposed answer has the right shape.

@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode
 from course_utils.chapters import SelfAttention_v1, SelfAttention_v2
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: attention by hand
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: attention by hand
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 _NAMES = ("W_query", "W_key", "W_value")

@@ -19,7 +19,7 @@ import torch
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: masking by hand
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: masking by hand
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 _MASK_SIZES = (5, 1, 2, 6, 9)

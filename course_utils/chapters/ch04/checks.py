@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: attention by hand
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: attention by hand
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 CAUSAL_CASES = (

@@ -12,7 +12,7 @@ from torch import nn
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: heads by hand
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: heads by hand
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 
 # --------------------------------------------------------------------------- the wrapper

@@ -11,7 +11,7 @@ from course_utils.checks import _engine as E
 
 from .torch_mha import check_copy_into_torch_mha
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (the exercises are the data,
+# Shortcuts graded answers may call (tools/grading/honesty.py): all (the exercises are the data,
 # the embeddings, the model's wiring and nn.MultiheadAttention's weights; attention was 01-05's)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 

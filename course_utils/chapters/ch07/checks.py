@@ -9,7 +9,7 @@ import torch
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): none: the exercise is attention,
+# Shortcuts graded answers may call (tools/grading/honesty.py): none: the exercise is attention,
 # block by block (the check names SDPA itself; FlexAttention and nn.MultiheadAttention are refused)
 ALLOWED_SHORTCUTS: tuple[str, ...] = ()
 

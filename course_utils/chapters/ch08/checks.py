@@ -16,7 +16,7 @@ from torch import nn
 from course_utils.checks import _engine as E
 from course_utils.checks._engine.watch import tree_flatten
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (attention itself was 01-05's)
+# Shortcuts graded answers may call (tools/grading/honesty.py): all (attention itself was 01-05's)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 

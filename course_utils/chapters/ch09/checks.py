@@ -15,7 +15,7 @@ import torch
 
 from course_utils.checks import _engine as E
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (its attention uses SDPA)
+# Shortcuts graded answers may call (tools/grading/honesty.py): all (its attention uses SDPA)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 

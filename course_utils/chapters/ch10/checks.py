@@ -19,7 +19,7 @@ from course_utils.checks import _engine as E
 
 from .probes import on_device
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all (the wiring is graded)
+# Shortcuts graded answers may call (tools/grading/honesty.py): all (the wiring is graded)
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 

@@ -20,7 +20,7 @@ from .probes import backward, call, f64, finite_when_large, keeps_float64, repla
 check_sparse_attention = sparse_shared.check_sparse_attention  # and its helpers' home
 check_shared_kv_forward = sparse_shared.check_shared_kv_forward
 
-# Shortcuts graded answers may call (tools/nbgrader_honesty.py): all; the weighting is no exercise here
+# Shortcuts graded answers may call (tools/grading/honesty.py): all; the weighting is no exercise here
 ALLOWED_SHORTCUTS = ("sdpa", "mha", "flex")
 
 

@@ -1,6 +1,6 @@
 """The real nbgrader round trip over every chapter: `make test-nbgrader` runs this file.
 
-``python3 tools/nbgrader_roundtrip.py`` (the Makefile's command) needs only the standard
+``python3 tools/grading/roundtrip.py`` (the Makefile's command) needs only the standard
 library: it creates ``.venv-nbgrader`` (nbgrader 0.9.6 plus the course's tested versions; kept
 apart from ``.venv`` because nbgrader pulls in about a hundred packages), makes the course
 importable there, and runs ``tests/nbgrader/`` with pytest inside it. The tests call the
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-nbgrader"
 NBGRADER = "nbgrader==0.9.6"
 # `make grade`'s PostgreSQL gradebook is tested against a real server: pgserver ships PostgreSQL's
@@ -42,7 +42,7 @@ STUB_MESSAGE = "the exercise stub is still in place"
 class Bug:
     """A known mistake planted in one exercise cell of a chapter (by editing its text)."""
 
-    exercise: str  # grade_id of the exercise cell (tools.nbgrader_meta names it)
+    exercise: str  # grade_id of the exercise cell (tools.grading.meta names it)
     old: str
     new: str
     mistake: str  # the id in course_utils/checks/mistakes/ that the self-check must name
@@ -167,7 +167,7 @@ SHORTCUTS = (
 
 def plant_shortcuts(nb, filename: str):
     """``nb`` with every shortcut of its chapter planted; the check ids that must score 0."""
-    from tools import nbgrader_meta
+    from tools.grading import meta as nbgrader_meta
 
     chapter = nbgrader_meta.chapter_id(filename)
     planted = []
@@ -286,7 +286,7 @@ def nbgrader(course: Path, *args: str) -> float:
 
 def plant_bug(nb, filename: str):
     """Return (notebook with one known bug, Bug or None when the first exercise was emptied instead)."""
-    from tools import nbgrader_meta
+    from tools.grading import meta as nbgrader_meta
 
     chapter = nbgrader_meta.chapter_id(filename)
     bug = BUGS.get(chapter)
@@ -301,7 +301,7 @@ def plant_bug(nb, filename: str):
             if bug.old not in cell.source:
                 raise AssertionError(
                     f"{filename}: the planted bug no longer applies ({bug.old!r} is not in "
-                    f"{bug.exercise}); update BUGS in tools/nbgrader_roundtrip.py"
+                    f"{bug.exercise}); update BUGS in tools/grading/roundtrip.py"
                 )
             cell.source = cell.source.replace(bug.old, bug.new, 1)
             return nb, bug
@@ -311,7 +311,7 @@ def plant_bug(nb, filename: str):
 
 
 def _stub_regions(source: str) -> str:
-    from tools import nbtools
+    from tools.build import nbtools
 
     out, inside = [], False
     for line in source.split("\n"):
@@ -335,7 +335,7 @@ HIDDEN_TEST = (
 
 
 def add_hidden_test(course: Path) -> None:
-    from tools import nbtools
+    from tools.build import nbtools
 
     path = next((Path(course) / "source" / ASSIGNMENT).glob("01_*.ipynb"))
     nb = nbtools.read(path)
@@ -366,7 +366,8 @@ def chapters() -> tuple[str, ...]:
 
 def run(course: Path) -> RoundTrip:
     """Build the course in ``course`` (an empty folder) and run every nbgrader step."""
-    from tools import nbgrader_meta, nbtools
+    from tools.build import nbtools
+    from tools.grading import meta as nbgrader_meta
 
     course = Path(course)
     sources = nbgrader_meta.make_course(course, ASSIGNMENT, chapters=chapters())

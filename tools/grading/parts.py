@@ -1,4 +1,4 @@
-"""The parts of a grading run (tools/grade.py) that do not hold its state: hashing, running
+"""The parts of a grading run (tools/grading/grade.py) that do not hold its state: hashing, running
 nbgrader, the workers' config and per-cell limits, reading autograded notebooks (stops, the
 grader's notes, nbgrader's reason for refusing one), merging one student's scores into the class
 gradebook, and the re-run in .venv-nbgrader."""
@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from tools import nbgrader_roundtrip as rt
+from tools.grading import roundtrip as rt
 
-# An error output with one of these names: the cell was stopped at its limit (tools/nbgrader_stops.py
+# An error output with one of these names: the cell was stopped at its limit (tools/grading/stops.py
 # leaves "Timeout"; "CellTimeoutError" is nbgrader's own). A KeyboardInterrupt alone is the code's.
 TIMEOUT_NAMES = ("CellTimeoutError", "Timeout")
 
@@ -70,7 +70,7 @@ def worker_config(course: Path, folder: Path, limits: Path | None) -> str:
     and the per-cell limits (nbclient's ``timeout_func``: a cell's limit from its source)."""
     text = (course / "nbgrader_config.py").read_text(encoding="utf-8")
     text += (
-        "\n# --- added by tools/grade.py for one worker of a grading run\n"
+        "\n# --- added by tools/grading/grade.py for one worker of a grading run\n"
         f"c.CourseDirectory.root = {str(folder)!r}\n"
         f"c.CourseDirectory.db_url = {'sqlite:///' + str(folder / 'gradebook.db')!r}\n"
     )
@@ -96,12 +96,12 @@ def limits_config(limits: Path) -> str:
 def measure_floor(notebooks: int, kernel_name: str = "python3") -> float:
     """Seconds for ``notebooks`` kernel starts, each running ``import torch, course_utils`` (the
     least any autograde of that many notebooks can cost with plain kernels; with
-    ``kernel_name="course-warm"``, the same through tools/warm_kernel.py's forked kernels)."""
+    ``kernel_name="course-warm"``, the same through tools/grading/warm_kernel.py's forked kernels)."""
     import nbformat
     from nbclient import NotebookClient
     from traitlets.config import Config
 
-    from tools import warm_kernel
+    from tools.grading import kernels
 
     config = Config()  # as the course's nbgrader_config.py: kernels with an encrypted transport
     config.KernelManager.transport_encryption = "auto"
@@ -110,7 +110,7 @@ def measure_floor(notebooks: int, kernel_name: str = "python3") -> float:
         nb = nbformat.v4.new_notebook(
             cells=[nbformat.v4.new_code_cell("import torch, course_utils")]
         )
-        manager = warm_kernel.manager_class(kernel_name)  # a sandboxed kernel talks over ipc
+        manager = kernels.manager_class(kernel_name)  # a sandboxed kernel talks over ipc
         NotebookClient(
             nb, kernel_name=kernel_name, kernel_manager_class=manager, timeout=600, config=config
         ).execute()
@@ -143,7 +143,7 @@ def notebook_problems(notebook: Path, limits: dict) -> list[str]:
     (a tampered cell restored, a kernel that died, ...)."""
     import nbformat
 
-    from tools.nbgrader_feedback import cell_label, events
+    from tools.grading.feedback import cell_label, events
 
     nb = nbformat.read(notebook, as_version=4)
     lines = []
@@ -198,7 +198,7 @@ def refused_notebook(release: Path, reason: str, log: Path):
     saying why, so that ``nbgrader generate_feedback`` writes the student a page too."""
     import nbformat
 
-    from tools.nbgrader_feedback import note
+    from tools.grading.feedback import note
 
     nb = nbformat.read(release, as_version=4)
     note(

@@ -7,7 +7,7 @@
   feedback template, with each self-check's row of the summary table named by its check and
   exercise (``check_causal_attention(QuietBugFixed)``) instead of "Test cell".
 * :func:`timed_out`, :func:`raised_interrupt`, :func:`kernel_died`: the words shown for a cell
-  that did not finish (tools/nbgrader_stops.py puts them there).
+  that did not finish (tools/grading/stops.py puts them there).
 * :func:`note`: an event of the grading (a tampered cell restored, a kernel that died, a notebook
   nbgrader refused, ...) recorded in the notebook's metadata (``course_grading.events``, read by
   ``make grade``'s summary and ``make report``) and shown in one note cell at its top, which the
@@ -20,12 +20,12 @@ import re
 import textwrap
 from pathlib import Path
 
-from tools.optional import optional_base
+from tools.grading.optional import optional_base
 
 WIDTH = 80  # nbgrader validate cuts lines at 87 columns, after its 4-space indent
 NOTE_MARKER = "<!-- course-grader-note -->"  # the first line of the grader's note cell
 EVENTS = "course_grading"  # the notebook metadata key holding the events
-TEMPLATES = Path(__file__).resolve().parent / "nbgrader_templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def wrap(text: str) -> str:
@@ -128,13 +128,13 @@ def configure(c) -> None:
     import nbgrader
 
     templates = Path(nbgrader.__file__).parent / "server_extensions/formgrader/templates"
-    c.GenerateFeedback.exporter_class = "tools.nbgrader_feedback.FeedbackPage"
+    c.GenerateFeedback.exporter_class = "tools.grading.feedback.FeedbackPage"
     c.FeedbackPage.template_name = "course_feedback"  # based on nbgrader's "feedback"
     c.FeedbackPage.extra_template_basedirs = [str(TEMPLATES), str(templates)]
 
 
 class FeedbackPage(optional_base("nbconvert.exporters", "HTMLExporter")):
-    """nbgrader's feedback page, extended by ``nbgrader_templates/course_feedback``."""
+    """nbgrader's feedback page, extended by ``templates/course_feedback`` (beside this file)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,7 +1,7 @@
 """Points that must be earned: when a class is graded, every check refuses the course's own code
 for its exercise, and the library shortcuts its chapter does not allow.
 
-Instructor machinery: the guard's judge (``tools/nbgrader_guard.py``) calls each check through
+Instructor machinery: the guard's judge (``tools/grading/guard.py``) calls each check through
 :func:`guard`. The course's own code for the exercise is out of the student's reach there: the
 student process that runs the notebook (``tools/grading/student.py``) has no exported code of the
 chapter being graded or of any later one, no checks and no solutions, so a name, a wrapper, a

@@ -24,14 +24,14 @@ check that passed in the kernel, it runs the notebook again in two processes (:f
 A check that passed in the kernel but fails in the judge gets the judge's diagnosis as its error
 output, so nbgrader's ``SaveAutoGrades`` gives it no points; a failure in the kernel is kept, so
 the judge never raises a score. The checks also refuse the shortcuts their chapter forbids
-(``tools/nbgrader_honesty.py``).
+(``tools/grading/honesty.py``).
 
 Both processes start cheaply: one judge template and one sandboxed student template per grading
 process import torch and the course once, and each notebook gets a fork of each; after every
 notebook the sandbox is reset (every process killed, the scratch folders emptied). A write the
-sandbox refused is named in the notebook's feedback (``tools.nbgrader_feedback.note``).
+sandbox refused is named in the notebook's feedback (``tools.grading.feedback.note``).
 
-Only the code cells the checks need run (``tools/nbgrader_needs.py``): the cells nbgrader marks
+Only the code cells the checks need run (``tools/grading/needs.py``): the cells nbgrader marks
 (answers, checks, read-only given code), cells that reach names indirectly, and every earlier cell
 binding a name one of those reads; teaching cells that print, plot, time or train for show are
 skipped. This changes no score (:func:`confirm`): a check that does not pass in the pruned run
@@ -42,8 +42,8 @@ in): no point is given that the full run would not give to a notebook the studen
 
 Command line::
 
-    python -m tools.nbgrader_guard NOTEBOOK.ipynb    # prints {grade_id: null or diagnosis} as JSON
-    python -m tools.nbgrader_guard --serve           # the judge's template (run by FreshChecks)
+    python -m tools.grading.guard NOTEBOOK.ipynb    # prints {grade_id: null or diagnosis} as JSON
+    python -m tools.grading.guard --serve           # the judge's template (run by FreshChecks)
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools import nbgrader_feedback
+from tools.grading import feedback as nbgrader_feedback
+from tools.grading.feedback import timed_out, wrap  # noqa: F401
 from tools.grading.fresh import (  # noqa: F401 - the fresh run's parts, named here too
     CellTimeout,
     chapter,
@@ -70,10 +71,9 @@ from tools.grading.fresh import (  # noqa: F401 - the fresh run's parts, named h
     rerun,
     time_limit,
 )
-from tools.nbgrader_feedback import timed_out, wrap  # noqa: F401
-from tools.optional import optional_base
+from tools.grading.optional import optional_base
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------- the template
@@ -160,7 +160,7 @@ class Template:
     def start(cls) -> None:
         if cls.process is None or cls.process.poll() is not None:
             cls.process = subprocess.Popen(
-                [sys.executable, "-m", "tools.nbgrader_guard", "--serve"],
+                [sys.executable, "-m", "tools.grading.guard", "--serve"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tools.grading.session import Session, StudentTemplate, setup_for
 
-    parser = argparse.ArgumentParser(prog="python -m tools.nbgrader_guard")
+    parser = argparse.ArgumentParser(prog="python -m tools.grading.guard")
     parser.add_argument("notebook", nargs="?")
     parser.add_argument("--serve", action="store_true", help="be the template FreshChecks forks")
     parser.add_argument("--only", nargs="*", help="grade_ids of the checks to confirm")
@@ -345,7 +345,7 @@ def confirm(path: str, folder: str, ids: list[str], cell_timeout, limit: int):
 
 def _spawned(path: str, folder: str, ids: list[str], cell_timeout, limit: int, prune=False):
     """A fresh interpreter for one notebook (where there is no fork), as :meth:`Template.run`."""
-    command = [sys.executable, "-m", "tools.nbgrader_guard", path, *["--prune"] * prune]
+    command = [sys.executable, "-m", "tools.grading.guard", path, *["--prune"] * prune]
     command += ["--cell-timeout", json.dumps(cell_timeout), "--only", *ids]
     try:
         done = subprocess.run(

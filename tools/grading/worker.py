@@ -1,9 +1,9 @@
-"""One worker of a grading run (tools/grade.py): a process that stays up for the whole run and
+"""One worker of a grading run (tools/grading/grade.py): a process that stays up for the whole run and
 autogrades, one after another, the students it is sent, in its own scratch course.
 
 Why not one ``nbgrader autograde --student X`` process per student: each such process imports
 nbgrader (about 3 s of CPU here) and starts the honesty guard's template, which imports torch
-and the course (3 s or more; tools/nbgrader_guard.py). nbgrader's own sequential ``autograde``
+and the course (3 s or more; tools/grading/guard.py). nbgrader's own sequential ``autograde``
 of a class pays both once; a run that paid them for every student was no faster with 2 workers
 than nbgrader alone (measured 2026-11-25: 194 s against 183 s for a class of 20). A worker pays
 them once, and grades each student exactly as ``nbgrader autograde ASSIGNMENT --student X
@@ -16,7 +16,7 @@ The conversation, one JSON line each way: the run sends ``{"student": ..., "note
 ``{"ok": true}`` or ``{"ok": false}`` (nbgrader failed, e.g. a kernel died) on its standard
 output. Everything else the worker or its kernels print goes to its standard error.
 
-    python -m tools.grade_worker FOLDER ASSIGNMENT     (started by tools/grade.py)
+    python -m tools.grading.worker FOLDER ASSIGNMENT     (started by tools/grading/grade.py)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 class Worker:
     """The run's side: one worker process, restarted after it had to be stopped."""
 
-    command = (sys.executable, "-m", "tools.grade_worker")  # then FOLDER ASSIGNMENT
+    command = (sys.executable, "-m", "tools.grading.worker")  # then FOLDER ASSIGNMENT
 
     def __init__(self, folder: Path, assignment: str, env: dict, log: Path):
         self.folder, self.assignment, self.env, self.log = folder, assignment, env, log
@@ -45,7 +45,7 @@ class Worker:
             with open(self.log, "a", encoding="utf-8") as errors:
                 self.process = subprocess.Popen(
                     [*self.command, str(self.folder), self.assignment],
-                    cwd=Path(__file__).resolve().parent.parent,
+                    cwd=Path(__file__).resolve().parents[2],
                     env=self.env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,

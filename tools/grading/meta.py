@@ -1,6 +1,6 @@
 """nbgrader cell metadata for the solution notebooks, derived from what the notebooks already say.
 
-`make exercises` calls :func:`apply` on every solution, and `python -m tools.nbtools check`
+`make exercises` calls :func:`apply` on every solution, and `python -m tools.build.nbtools check`
 reports a solution whose metadata differs from a fresh derivation (:func:`is_stale`). Nothing
 here is maintained by hand, and running it twice gives the same notebook.
 
@@ -22,15 +22,15 @@ Which cell gets what (nbgrader schema version 3):
 * every other cell carries no nbgrader metadata (stale metadata is removed).
 
 Ids never depend on a cell's position. nbgrader must be told our markdown markers and stub
-(:data:`NBGRADER_CONFIG`): its ``ClearSolutions`` replaces only the lines between a line
+(``tools/grading/nbgrader_config.py``): its ``ClearSolutions`` replaces only the lines between a line
 containing ``begin_solution_delimeter`` and one containing ``end_solution_delimeter`` (the same
 two strings for code and markdown), so the question text around an answer stays visible.
 
 Command line (run from the repository root)::
 
-    python -m tools.nbgrader_meta course DIR [--assignment NAME] [--chapters 01 02] [--db URL]  # a course
-    python -m tools.nbgrader_meta points                           # points per chapter
-    python -m tools.nbgrader_meta submissions DIR [--assignment NAME] [--fix]  # missing or renamed notebooks
+    python -m tools.grading.meta course DIR [--assignment NAME] [--chapters 01 02] [--db URL]  # a course
+    python -m tools.grading.meta points                           # points per chapter
+    python -m tools.grading.meta submissions DIR [--assignment NAME] [--fix]  # missing or renamed notebooks
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools import nbtools
-from tools.nbgrader_course import NBGRADER_CONFIG, set_db_url
+from tools.build import headers, notebooks
+from tools.grading.course import CONFIG_FILE, course_config, set_db_url  # noqa: F401 - re-exported
 
 SCHEMA_VERSION = 3
 POINTS_PER_CHECK = 1
@@ -52,11 +52,11 @@ POINTS_PER_ANSWER = 2
 SELF_CHECK_TAG = "self-check"
 KEY = "nbgrader"
 
-DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what NBGRADER_CONFIG sets
+DELIMITERS = ("BEGIN SOLUTION", "END SOLUTION")  # what tools/grading/nbgrader_config.py sets
 _NB_BEGIN_ANSWER = "<!-- BEGIN SOLUTION -->"
 ANSWER_MARKERS = {  # the course's written-answer markers, as nbgrader's source/ spells them
-    nbtools.BEGIN_ANSWER: _NB_BEGIN_ANSWER,
-    nbtools.END_ANSWER: "<!-- END SOLUTION -->",
+    notebooks.BEGIN_ANSWER: _NB_BEGIN_ANSWER,
+    notebooks.END_ANSWER: "<!-- END SOLUTION -->",
 }
 
 
@@ -82,7 +82,7 @@ def _lines(cell) -> list[str]:
 
 
 def _is_exercise(cell) -> bool:
-    return cell.cell_type == "code" and nbtools.BEGIN_CODE in _lines(cell)
+    return cell.cell_type == "code" and notebooks.BEGIN_CODE in _lines(cell)
 
 
 def _answer_count(cell) -> int:
@@ -90,7 +90,7 @@ def _answer_count(cell) -> int:
     if cell.cell_type != "markdown":
         return 0
     lines = _lines(cell)
-    return sum(lines.count(marker) for marker in (nbtools.BEGIN_ANSWER, _NB_BEGIN_ANSWER))
+    return sum(lines.count(marker) for marker in (notebooks.BEGIN_ANSWER, _NB_BEGIN_ANSWER))
 
 
 def _tags(cell) -> list[str]:
@@ -148,7 +148,7 @@ _QUESTION_LABEL = re.compile(r"^(Q?\d+[.)]?|[a-z]\)|Question\.?)$")
 def _answer_question(cells, index: int) -> tuple[str, str]:
     """(nearest heading above the cell's first answer, the last question label before it)."""
     first = re.split(
-        f"{re.escape(nbtools.BEGIN_ANSWER)}|{re.escape(_NB_BEGIN_ANSWER)}", cells[index].source
+        f"{re.escape(notebooks.BEGIN_ANSWER)}|{re.escape(_NB_BEGIN_ANSWER)}", cells[index].source
     )[0]
     labels = [label for label in _LABEL.findall(first) if _QUESTION_LABEL.match(label.strip())][-1:]
     texts = [first] + [c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"]
@@ -200,7 +200,7 @@ def derive(nb, chapter: str) -> list[dict | None]:
             check_use[name] = check_use.get(name, 0) + 1
 
     for index, cell in enumerate(cells):
-        if nbtools.SOLUTION_ONLY_TAG in _tags(cell):
+        if notebooks.SOLUTION_ONLY_TAG in _tags(cell):
             continue
         if _is_exercise(cell):
             names = _defined(trees[index]) or _assigned(trees[index])[-1:]
@@ -245,7 +245,7 @@ def derive(nb, chapter: str) -> list[dict | None]:
         if (
             wanted[index] is not None
             or cell.cell_type != "code"
-            or nbtools.SOLUTION_ONLY_TAG in _tags(cell)
+            or notebooks.SOLUTION_ONLY_TAG in _tags(cell)
         ):
             continue
         later = set().union(
@@ -283,10 +283,10 @@ def is_stale(nb, filename: str) -> bool:
 
 def apply_to_file(path: Path) -> bool:
     """Update one solution notebook on disk; True when it was rewritten."""
-    nb = nbtools.read(path)
+    nb = notebooks.read(path)
     if not apply(nb, chapter_id(path.name)):
         return False
-    nbtools.write(nb, path)
+    notebooks.write(nb, path)
     return True
 
 
@@ -306,15 +306,15 @@ def source_notebook(solution, filename: str):
     (nbgrader does not know that tag), and with the Colab badge pointing at the exercise notebook
     rather than the solution, so that nbgrader's release equals ``notebooks/`` cell by cell.
     """
-    from tools import attachments
+    from tools.build import attachments
 
     nb = copy.deepcopy(solution)
-    nb.cells = [c for c in nb.cells if nbtools.SOLUTION_ONLY_TAG not in _tags(c)]
+    nb.cells = [c for c in nb.cells if notebooks.SOLUTION_ONLY_TAG not in _tags(c)]
     apply(nb, chapter_id(filename))
     attachments.embed(
-        nb, nbtools.FIGURES, f"solutions/{filename}"
+        nb, notebooks.FIGURES, f"solutions/{filename}"
     )  # figures travel with the notebook
-    nbtools.set_headers(nb, "notebooks", filename)
+    headers.set_headers(nb, "notebooks", filename)
     for cell in nb.cells:
         if cell.cell_type == "markdown" and _answer_count(cell):
             cell.source = "\n".join(
@@ -333,8 +333,8 @@ def make_course(
     """Create an nbgrader course directory: ``nbgrader_config.py`` and ``source/<assignment>/``
     holding every chapter, or only those whose number is in ``chapters`` (e.g. ``("01", "02")``);
     ``db_url``: a gradebook other than ``gradebook.db`` (e.g. PostgreSQL's, see the README)."""
-    solutions = nbtools.SOLUTIONS if solutions is None else solutions
-    files = nbtools.chapter_files(solutions)
+    solutions = notebooks.SOLUTIONS if solutions is None else solutions
+    files = notebooks.chapter_files(solutions)
     known = [p.name[:2] for p in files]
     unknown = [c for c in chapters if c not in known]
     if unknown:
@@ -346,14 +346,14 @@ def make_course(
     source = Path(course) / "source" / assignment
     source.mkdir(parents=True, exist_ok=True)
     (Path(course) / "nbgrader_config.py").write_text(
-        NBGRADER_CONFIG.format(root=str(nbtools.ROOT)), encoding="utf-8"
+        course_config(notebooks.ROOT), encoding="utf-8"
     )
     if db_url:
         set_db_url(course, db_url)
     written = []
     for path in files:
         target = source / path.name
-        nbtools.write(source_notebook(nbtools.read(path), path.name), target)
+        notebooks.write(source_notebook(notebooks.read(path), path.name), target)
         written.append(target)
     return written
 
@@ -386,7 +386,7 @@ def check_submissions(course: Path, assignment: str, fix: bool = False) -> list[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.nbgrader_meta",
+        prog="python -m tools.grading.meta",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -433,8 +433,8 @@ def main(argv: list[str] | None = None) -> int:
 def points_table() -> str:
     """The markdown table of every chapter's points (docs/instructors.md's, written by `make exercises`)."""
     rows = ["| chapter | self-checks (autograded) | written answers (manual) |", "|---|---:|---:|"]
-    for path in nbtools.chapter_files():
-        got = points(nbtools.read(path), path.name)
+    for path in notebooks.chapter_files():
+        got = points(notebooks.read(path), path.name)
         rows.append(f"| {path.stem} | {got['auto']} | {got['manual']} |")
     return "\n".join(rows) + "\n"
 

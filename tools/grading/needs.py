@@ -1,6 +1,6 @@
 """Which code cells of a graded notebook its checks need: the guard's fresh run skips the others.
 
-Instructor machinery, used by ``tools/nbgrader_guard.py`` (whose module text says why skipping
+Instructor machinery, used by ``tools/grading/guard.py`` (whose module text says why skipping
 changes no score). The analysis is static: each cell is read after IPython's own transformation,
 with ``symtable`` for the globals a cell reads and binds and ``ast`` for the rest.
 """
@@ -87,7 +87,7 @@ def needed_cells(nb, last: int) -> set[int]:
     with nbgrader metadata (checks, the student's answers, read-only given code), every cell that
     :func:`cell_names` says must always run, and, transitively, every earlier cell binding a name
     that a needed cell reads. What is left (teaching cells that print, plot, time or train
-    objects no check reads) is skipped; ``tools.nbgrader_guard.confirm`` re-runs in full a check that then fails."""
+    objects no check reads) is skipped; ``tools.grading.guard.confirm`` re-runs in full a check that then fails."""
     keep: set[int] = set()
     wanted: set[str] = set()
     for index in range(last, -1, -1):

@@ -13,7 +13,7 @@ release's metadata back, a locked cell its text and a cell its type; of two cell
 later is graded and the other made an ordinary cell, as is a cell whose id the release does not
 have; a deleted or stripped cell is put back where the release has it. nbgrader's own sanitizers
 then find nothing to refuse, the student's answers are graded, and every change is named (in
-words) in the notebook's grader note (:func:`tools.nbgrader_feedback.note`): the feedback page
+words) in the notebook's grader note (:func:`tools.grading.feedback.note`): the feedback page
 shows it, ``make grade``'s summary and ``make report`` read it.
 
 The release is what ``nbgrader generate_assignment`` stored in the gradebook (each cell's text,
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.nbgrader_feedback import EVENTS, NOTE_MARKER, note
-from tools.optional import optional_base
+from tools.grading.feedback import EVENTS, NOTE_MARKER, note
+from tools.grading.optional import optional_base
 
 SCHEMA_VERSION = 3
 HIDDEN = ("BEGIN HIDDEN TESTS", "END HIDDEN TESTS")  # nbgrader's default delimiters

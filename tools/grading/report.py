@@ -6,7 +6,7 @@ notebooks (each failed self-check's message, the grader's notes), and writes ``r
 order the notebook has them, each student falls in exactly one column:
 
 * **passed**, told apart from a pass in a notebook whose locked cells or metadata the grader put
-  back first (tools/nbgrader_restore.py);
+  back first (tools/grading/restore.py);
 * **failed: own mistake**, with the catalogued mistake its message names
   (``course_utils/chapters/*/mistakes.txt``; the check fills the catalogue's text with the
   student's values, so the entry whose fixed text the message holds, the most of it, is the one
@@ -16,14 +16,14 @@ order the notebook has them, each student falls in exactly one column:
   ``attention_weights`` it calls is wrong); fix the first and look again. Read statically from the
   student's cells: such a failure may also hide a mistake of its own;
 * **withdrawn by the guard**: passed in the student's kernel, failed where the student's code
-  could not change the verdict (tools/nbgrader_guard.py: a patched check, the course's own
+  could not change the verdict (tools/grading/guard.py: a patched check, the course's own
   answer); the points a cheat would have had;
 * **not graded**: the notebook is missing or renamed, or nbgrader refused it (make grade's reason).
 
 Each mistake and cascade lists its students; what the grader changed or saw (restored cells, a
 kernel that died, a notebook refused, ...) is listed per student.
 
-    python -m tools.class_report COURSE ASSIGNMENT [--db URL] [--out DIR]   (in .venv-nbgrader)
+    python -m tools.grading.report COURSE ASSIGNMENT [--db URL] [--out DIR]   (in .venv-nbgrader)
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -98,7 +98,7 @@ def upstream_checks(cells) -> dict[str, list[str]]:
     """{check grade_id: the earlier checks whose exercises its exercise builds on}, read from the
     cells: a check's exercises are the answer cells defining a name it reads; an exercise builds
     on the answer cells defining a name it reads (in function bodies too), and on theirs."""
-    from tools.nbgrader_needs import cell_names
+    from tools.grading.needs import cell_names
 
     answers: list[tuple[set[str], set[str]]] = []  # (reads, binds) of each answer cell
     checks: dict[str, set[int]] = {}  # check grade_id: indices into answers
@@ -168,9 +168,9 @@ def collect(course: Path, assignment: str, db: str | None = None) -> Report:
     import nbformat
     from nbgrader.api import Gradebook
 
-    from tools.grade_parts import TIMEOUT_NAMES, course_settings
-    from tools.nbgrader_feedback import events
-    from tools.nbgrader_guard import FRESH  # the first line of a verdict the guard withdrew
+    from tools.grading.feedback import events
+    from tools.grading.guard import FRESH  # the first line of a verdict the guard withdrew
+    from tools.grading.parts import TIMEOUT_NAMES, course_settings
 
     course = Path(course)
     course_id, configured = course_settings(course)
@@ -243,7 +243,7 @@ def _who(students: list[str]) -> str:
 
 
 def markdown(report: Report, plot: str | None = "mistakes.png") -> str:
-    from tools.nbgrader_feedback import check_label
+    from tools.grading.feedback import check_label
 
     lines = [
         f"# Class report: {report.assignment}",
@@ -376,9 +376,9 @@ def write(report: Report, folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tools.grade_parts import in_nbgrader_venv
+    from tools.grading.parts import in_nbgrader_venv
 
-    status = in_nbgrader_venv("tools.class_report", argv)
+    status = in_nbgrader_venv("tools.grading.report", argv)
     if status is not None:
         return status
     parser = argparse.ArgumentParser(prog="make report", description=__doc__,

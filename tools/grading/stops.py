@@ -2,7 +2,7 @@
 
 :class:`StopsExecute` replaces nbgrader's ``Execute`` in the course's ``autograde_preprocessors``
 (``nbgrader_config.py``). It runs the notebook as ``Execute`` does, then names each stop in the
-student's words (tools/nbgrader_feedback.py):
+student's words (tools/grading/feedback.py):
 
 * **stopped at its limit**: nbclient interrupts a cell past its limit and nbgrader adds a
   ``CellTimeoutError`` output beside the ``KeyboardInterrupt`` the interrupt raised. Only that
@@ -24,7 +24,7 @@ died. Every cell, stand-in or not, keeps its own limit.
 
 from __future__ import annotations
 
-from tools.nbgrader_feedback import (
+from tools.grading.feedback import (
     EVENTS,
     cell_label,
     kernel_died,
@@ -33,7 +33,7 @@ from tools.nbgrader_feedback import (
     timed_out,
     wrap,
 )
-from tools.optional import optional_base
+from tools.grading.optional import optional_base
 
 MAX_DEATHS = 3
 TIMEOUT, RAISED, DIED = "Timeout", "KeyboardInterrupt", "KernelDied"  # the enames left in outputs

@@ -13,13 +13,13 @@ student's scores into the course's gradebook (``gradebook.db``, or ``--db``: any
    times the 95th percentile of the solution's cells). Kept in ``.grade/`` until ``source/`` changes;
 3. the students, in parallel, with a progress bar (tqdm) counting notebooks and an ETA. Each
    worker is one nbgrader process that stays up for the run and grades its students one after
-   another (tools/grade_worker.py), so nbgrader's imports and the honesty guard's template are
+   another (tools/grading/worker.py), so nbgrader's imports and the honesty guard's template are
    paid once per worker, as nbgrader's own sequential autograde pays them once; every worker's
    kernels are forked from one process that has imported torch and the course
-   (tools/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). The course's config
-   puts tampered cells back as released (tools/nbgrader_restore.py), stops each cell at its
+   (tools/grading/warm_kernel.py; ``COURSE_WARM_KERNEL=0`` starts plain kernels). The course's config
+   puts tampered cells back as released (tools/grading/restore.py), stops each cell at its
    limit, in the kernel and in the guard's fresh run alike, and grades around a cell whose kernel
-   died (tools/nbgrader_stops.py). A student whose notebooks nbgrader still refuses is graded
+   died (tools/grading/stops.py). A student whose notebooks nbgrader still refuses is graded
    again notebook by notebook, so a refused notebook costs only itself; it gets a feedback page
    saying why (the release under a note);
 4. the summary, in words: cells stopped at their limit, KeyboardInterrupts the code raised,
@@ -33,7 +33,7 @@ names no gradebook, so that nbgrader's own commands (``generate_feedback``, the 
 A re-run grades only new or changed submissions: the files under ``submitted/<student>/<assignment>/``
 are hashed (with the limits and ``source/``) into ``.grade/state-<assignment>.json``.
 
-    python3 tools/grade.py COURSE ASSIGNMENT [--workers N] [--db URL] [--students a b]
+    python3 tools/grading/grade.py COURSE ASSIGNMENT [--workers N] [--db URL] [--students a b]
 """
 
 from __future__ import annotations
@@ -49,11 +49,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tools.grade_parts import (  # noqa: E402
+from tools.grading.course import set_db_url  # noqa: E402
+from tools.grading.kernels import start as start_warm_kernels  # noqa: E402
+from tools.grading.parts import (  # noqa: E402
     cell_key,
     cell_seconds,
     course_settings,
@@ -70,11 +72,9 @@ from tools.grade_parts import (  # noqa: E402
     summary_text,
     worker_config,
 )
-from tools.grade_worker import Worker  # noqa: E402
-from tools.nbgrader_course import set_db_url  # noqa: E402
-from tools.nbgrader_roundtrip import nbgrader_env  # noqa: E402
-from tools.warm_kernel import KERNEL_NAME  # noqa: E402
-from tools.warm_kernel import start as start_warm_kernels  # noqa: E402
+from tools.grading.roundtrip import nbgrader_env  # noqa: E402
+from tools.grading.warm_kernel import KERNEL_NAME  # noqa: E402
+from tools.grading.worker import Worker  # noqa: E402
 
 FACTOR = 10  # a cell may take this many times the solution's time ...
 MIN_LIMIT = 20  # ... and at least this many seconds
@@ -211,7 +211,7 @@ class Run:
         warm = limits.get("warm_floor_seconds")
         if warm:
             text += (
-                f". Grading forks its kernels from a preloaded process (tools/warm_kernel.py): "
+                f". Grading forks its kernels from a preloaded process (tools/grading/warm_kernel.py): "
                 f"the same {n} starts and imports take {warm:.1f} s that way"
             )
         return text
@@ -453,7 +453,7 @@ def no_sandbox(allowed: bool) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    status = in_nbgrader_venv("tools.grade", argv)
+    status = in_nbgrader_venv("tools.grading.grade", argv)
     if status is not None:
         return status
     parser = argparse.ArgumentParser(

@@ -4,7 +4,7 @@ costs a fork instead of an interpreter start and ``import torch, course_utils``.
 
 Three parts, all in this file:
 
-* the **server** (``python tools/warm_kernel.py --serve FD SANDBOXED``), one per nbgrader process,
+* the **server** (``python tools/grading/warm_kernel.py --serve FD SANDBOXED``), one per nbgrader process,
   in a bubblewrap sandbox: it sees the system, Python and its packages, the course's package
   (read-only) and the folder of the kernels' ZeroMQ sockets; not the course repository, its
   ``solutions/``, the nbgrader course (other students' submissions, the gradebook) or the network.
@@ -15,15 +15,16 @@ Three parts, all in this file:
   so nothing of one notebook reaches the next; the notebook's folder is copied into the scratch
   folder, which is the kernel's working folder. The server is not dumpable: no kernel can write
   into the memory the next one is forked from. It exits when its standard input closes;
-* the **client**: what the kernelspec runs (``python -S tools/warm_kernel.py -f CONNECTION``,
+* the **client**: what the kernelspec runs (``python -S tools/grading/warm_kernel.py -f CONNECTION``,
   standard library only, so it starts in milliseconds). It asks the server named by
   ``$COURSE_WARM_KERNEL`` for a kernel (passing its standard streams and its working folder),
   forwards SIGINT/SIGTERM/SIGQUIT to it through the connection (nbclient interrupts a cell past
   its time limit with SIGINT), and exits when the kernel exits; a client killed outright takes its
   kernel with it. Without a server (``COURSE_WARM_KERNEL=0``) it runs a plain kernel, in a
   sandbox of its own;
-* :func:`configure`, called by the course's ``nbgrader_config.py``: in ``nbgrader autograde`` it
-  starts the server, writes the kernelspec ``course-warm`` into a private folder put first on
+* nbgrader's side, in ``kernels.py`` (it imports this file; this file never imports it): its
+  ``configure``, called by the course's nbgrader settings: in ``nbgrader autograde`` it starts
+  the server, writes the kernelspec ``course-warm`` into a private folder put first on
   ``JUPYTER_PATH``, sets ``c.Execute.kernel_name`` (nbclient then ignores the notebook's own
   kernelspec; the autograded notebook keeps its metadata) and, sandboxed, ZeroMQ's ``ipc``
   transport: sockets in a folder bound into the sandbox (a sandbox has no network to reach TCP).
@@ -46,16 +47,16 @@ import sys
 ENV_VAR = "COURSE_WARM_KERNEL"
 KERNEL_NAME = "course-warm"
 HERE = os.path.abspath(__file__)
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 HISTORY = ["--HistoryManager.hist_file=:memory:"]
 FORWARDED = {"SIGINT": b"I", "SIGTERM": b"T", "SIGQUIT": b"Q"}
 _HEADER = struct.Struct("!I")  # the request's length, sent with the client's fds
 KEPT_ENV = ("NBGRADER_", "JPY_", "JUPYTER_", "COURSE_", "PYDEVD_", "OMP_", "MKL_", "KMP_")
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "grading"))  # sandbox.py, stdlib only
-sys.path.insert(0, os.path.dirname(HERE))  # inside the sandbox: /grader, where sandbox.py is too
+# sandbox.py (standard library only) sits beside this file, here and in the sandbox's /grader
+sys.path.insert(0, os.path.dirname(HERE))
 import sandbox  # noqa: E402
 
-del sys.path[:2]
+del sys.path[0]
 
 
 def available() -> bool:
@@ -391,35 +392,6 @@ def _serve_client(conn: socket.socket) -> None:
     except OSError:
         pass
     os._exit(1)  # the client is gone (killed by the kernel manager): so is this kernel
-
-
-# ----------------------------------------------------------------------------- nbgrader's side
-# tools/grading/kernels.py: the server's handle, the kernelspec, SandboxKernelManager, configure()
-# (loaded on first use: the client starts with the standard library only).
-_KERNELS = ("Server", "SandboxKernelManager", "SyncSandboxKernelManager", "install_kernelspec")
-_KERNELS += ("manager", "manager_class", "runtime_folder")
-
-
-def configure(c) -> bool:
-    """For nbgrader_config.py (see ``tools/grading/kernels.configure``)."""
-    from tools.grading import kernels
-
-    return kernels.configure(c)
-
-
-def start(ready: bool = False) -> str:
-    """This process's kernel server (see ``tools/grading/kernels.start``)."""
-    from tools.grading import kernels
-
-    return kernels.start(ready)
-
-
-def __getattr__(name: str):
-    if name in _KERNELS:
-        from tools.grading import kernels
-
-        return getattr(kernels, name)
-    raise AttributeError(f"module 'tools.warm_kernel' has no attribute {name!r}")
 
 
 def main(argv: list[str]) -> int:

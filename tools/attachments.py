@@ -1,9 +1,0 @@
-"""Moved to ``tools/build/attachments.py`` (issue 40). This name stays only for the grading files that
-still import it (``tools/nbgrader_*.py``, their tests) until they move into ``tools/grading/``;
-then delete this file. It is the same module object, not a copy."""
-
-import sys
-
-from tools.build import attachments
-
-sys.modules[__name__] = attachments
