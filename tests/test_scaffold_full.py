@@ -1,7 +1,8 @@
 """Issue 40's promise, whole: a new chapter edits no existing file, and the course still passes.
 
 In a throwaway copy of the repository: ``make chapter NN=.. NAME=x`` (NN the first free number),
-then ``make solutions exercises``, then the full ``make test``, exactly as an author types them.
+then ``make solutions exercises``, then the full ``make test``, exactly as an author types them,
+and the one test of ``make test-slow`` that lists chapters (the guard's pruned run of every solution).
 The scaffold must create 7 files and edit none; the build may change only what is generated
 (stored outputs, notebooks, chapter code, figures, the README's listings); ``make test`` must pass
 with no hand edit anywhere (every registry found by scanning, the tests' included).
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ASKED = "COURSE_SCAFFOLD_TESTS"
 pytestmark = pytest.mark.skipif(os.environ.get(ASKED) != "1", reason=f"slow: set {ASKED}=1")
 NN = f"{max(int(p.name[:2]) for p in (ROOT / 'solutions').glob('[0-9][0-9]_*.ipynb')) + 1:02d}"
+GUARD_TEST = "test_each_solution_passes_every_check_in_the_pruned_run_without_the_full_one"
 GENERATED = (
     "notebooks/",
     "figures/",
@@ -88,3 +90,17 @@ def test_a_new_chapter_passes_the_whole_suite_with_no_hand_edit(tmp_path):
     assert [k for k in changed if not k.startswith(GENERATED)] == [], changed
 
     _make(copy, "test", "JOBS=2", timeout=4 * 3600)
+    # make test-slow's one test that lists chapters: every solution, the new one included, passes
+    # each of its checks in the guard's pruned, judged run (its SKIPPED table needs no new row).
+    venv = Path(sys.executable).parent.parent
+    env = {k: v for k, v in os.environ.items() if k != ASKED} | {"PYTHONPATH": str(copy)}
+    guard = "tests/test_nbgrader_guard.py::" + GUARD_TEST
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", guard],
+        cwd=copy,
+        env=env | {"OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
