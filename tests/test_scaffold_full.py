@@ -34,6 +34,7 @@ GENERATED = (
     "course_utils/chapters/__init__.py",
     f"course_utils/chapters/ch{NN}/__init__.py",
     "README.md",  # its generated listings
+    "docs/instructors.md",  # its generated points table
 )
 
 
