@@ -393,3 +393,23 @@ def test_kernel_sockets_are_not_put_where_the_sandbox_has_its_own_tmp(tmp_path, 
         sandbox.command(["true"], writable=[(folder, folder)])  # raised for a folder under /tmp
     finally:
         os.rmdir(folder)
+
+
+def test_each_process_has_its_own_runtime_folder_and_removes_it(tmp_path):
+    """make grade's workers run side by side: a worker's kernels must not see another's
+    connection files (a stranger's kernel read them and ran code in classmates' kernels, which
+    then scored 0), and the folder goes when its process exits (41 were left in ~)."""
+    import subprocess
+
+    from tools.grading import kernels
+
+    parent = kernels.runtime_folder()
+    code = "from tools.grading import kernels; print(kernels.runtime_folder())"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    child = done.stdout.strip()
+    assert child != parent and os.path.basename(child).startswith("cw-")
+    assert not os.path.exists(child)  # removed at exit
+    assert os.path.isdir(parent) and kernels.runtime_folder() == parent  # kept in its own process

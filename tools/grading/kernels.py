@@ -84,17 +84,31 @@ class Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def runtime_folder() -> str:
-    """Where kernels' connection files and ipc sockets go ($JUPYTER_RUNTIME_DIR): a private
-    folder with a short path (a Unix socket's path has 107 bytes at most), bound into sandboxes."""
-    import tempfile
+_runtime: tuple[int, str] | None = None  # (the process that made it, the folder)
 
-    current = os.environ.get("JUPYTER_RUNTIME_DIR", "")
-    if os.path.basename(current).startswith("cw-") and os.path.isdir(current):
-        return current
-    folder = tempfile.mkdtemp(prefix="cw-", dir=runtime_base())
-    os.environ["JUPYTER_RUNTIME_DIR"] = folder
-    return folder
+
+def runtime_folder() -> str:
+    """Where this process's kernels put their connection files and ipc sockets
+    ($JUPYTER_RUNTIME_DIR): a folder with a short path (a Unix socket's path has 107 bytes at
+    most), bound into the sandbox, made for this process alone and removed when it exits. Never
+    one it inherited: make grade's workers run side by side, and a kernel that could see another
+    worker's connection files (their keys) could run code in a classmate's kernel."""
+    global _runtime
+    if _runtime is None or _runtime[0] != os.getpid() or not os.path.isdir(_runtime[1]):
+        import atexit
+        import tempfile
+
+        _runtime = (os.getpid(), tempfile.mkdtemp(prefix="cw-", dir=runtime_base()))
+        atexit.register(_remove_runtime, *_runtime)
+    os.environ["JUPYTER_RUNTIME_DIR"] = _runtime[1]
+    return _runtime[1]
+
+
+def _remove_runtime(pid: int, folder: str) -> None:
+    import shutil
+
+    if os.getpid() == pid:  # not in a fork that inherited the registration
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def runtime_base() -> str:
