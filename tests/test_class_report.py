@@ -112,3 +112,16 @@ def test_the_report_names_students_and_keeps_cascades_cheats_and_refusals_apart(
     assert "| withdrawn by the guard | eve |" in text and "| refused by nbgrader | zed |" in text
     assert "| tam | 01_toy_attention | restored | Cell 27 had its locked text changed. |" in text
     assert report.totals() == {"context_transposed_weights": 1}  # cascades are not mistakes
+
+
+def test_what_students_wrote_is_text_in_the_html_report(tmp_path):
+    """A stranger's student named files `<img src=x onerror=alert(1)>.txt` and
+    `<script>...</script>`: the grader's note quoted them, and report.html ran them."""
+    note = "tried to write /course/<img src=x onerror=alert(1)>.txt | <script>alert(2)</script>"
+    report = class_report.Report(
+        "week1", 1, [], 0, {}, {}, [("eve", "01_toy_attention", "sandbox", note)]
+    )
+    page = (class_report.write(report, tmp_path).with_suffix(".html")).read_text()
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page  # shown, as text
+    assert "| 01_toy_attention | sandbox |" in class_report.markdown(report, plot=None)

@@ -374,3 +374,23 @@ def test_each_cheat_loses_its_point_and_nothing_else(tmp_path, monkeypatch, chea
     others = ids[: ids.index(cheat.check)] if cheat.ends_run else ids
     kept = [i for i in others if i != cheat.check and i not in cheat.cascade()]
     assert all(verdicts.get(i) is None for i in kept), verdicts
+
+
+def test_a_confirmed_check_keeps_its_point_when_the_answer_writes_to_stderr(monkeypatch):
+    """nbgrader scores any stderr output of a graded cell as a failure: a right answer that
+    called warnings.warn lost its point (a stranger's trial, 3 of 4). A check the judge
+    confirmed keeps the text as ordinary output; one it failed keeps it as it was."""
+    nb = _notebook(RIGHT)
+    nb.cells.append(new_code_cell("cu.checks.check_softmax(softmax_stable)"))
+    nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": "second", "points": 1}
+    for cell in nb.cells[-2:]:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="UserWarning: hm\n")]
+    fresh = object.__new__(guard.FreshChecks)
+    monkeypatch.setattr(fresh, "_run", lambda *a: ({"ch01_check_softmax": None, "second": "no"}, {"cells": 4, "ran": 4, "fallback": []}), raising=False)  # fmt: skip
+    monkeypatch.setattr(fresh, "log", __import__("logging").getLogger("t"), raising=False)
+    fresh.preprocess(nb, {})
+    confirmed, failed = nb.cells[-2], nb.cells[-1]
+    assert [(o.output_type, o.get("name")) for o in confirmed.outputs] == [("stream", "stdout")]
+    assert confirmed.outputs[0].text == "UserWarning: hm\n"
+    assert [o.output_type for o in failed.outputs] == ["error", "stream"]
+    assert failed.outputs[1].name == "stderr"

@@ -3,6 +3,7 @@ change named (no nbgrader needed; `make test-grade` runs it inside nbgrader on a
 
 import copy
 
+import nbformat
 import pytest
 
 from tools.build import nbtools
@@ -173,3 +174,14 @@ def test_a_forged_grader_note_is_removed_and_the_real_one_lists_each_change(hand
     assert feedback.NOTE_MARKER in handed_in.cells[0].source
     assert "- The kernel died." in handed_in.cells[0].source
     assert [e["kind"] for e in feedback.events(handed_in)] == ["restored", "kernel-died"]
+
+
+def test_the_graders_note_shows_what_a_student_wrote_as_text():
+    """The note cell is markdown, rendered as HTML in the feedback page: a file name a student
+    chose must not become a tag there, nor a backtick end a code span early."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    feedback.note(nb, "sandbox", "tried to write /course/<script>alert(1)</script>` <b>x</b>")
+    source = nb.cells[0].source
+    assert "<script>" not in source and "<b>" not in source and "`" not in source
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in source
+    assert feedback.events(nb)[0]["text"].endswith("<b>x</b>")  # the record keeps the words

@@ -72,7 +72,7 @@ def note(nb, kind: str, text: str) -> None:
 
     events = nb.metadata.setdefault(EVENTS, {}).setdefault("events", [])
     events.append({"kind": kind, "text": text})
-    body = "\n".join(f"- {e['text']}" for e in events)
+    body = "\n".join(f"- {inert(e['text'])}" for e in events)
     source = (
         f"{NOTE_MARKER}\n**From the grader.** What happened to this notebook before and while "
         f"it was graded:\n\n{body}"
@@ -84,6 +84,15 @@ def note(nb, kind: str, text: str) -> None:
         nb.cells.insert(0, new_markdown_cell(source))
     else:
         cell.source = source
+
+
+def inert(text: str) -> str:
+    """``text`` as markdown that renders as the same words and nothing else: the grader's notes
+    quote what students wrote (a file name, a cell's first line), and the feedback page and the
+    class report are HTML, where a quoted ``<script>`` would run. ``<``, ``>`` and ``&`` become
+    entities; backticks (code spans, which show entities as typed) become quotes."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("`", "'")
 
 
 def cell_label(nb, index: int) -> str:

@@ -299,7 +299,7 @@ def markdown(report: Report, plot: str | None = "mistakes.png") -> str:
                 )
     lines += ["", "## What the grader changed or saw", ""]
     lines += ["| student | chapter | what | in words |", "|---|---|---|---|"]
-    lines += [f"| {s} | {nb} | {k} | {t} |" for s, nb, k, t in report.events]
+    lines += [f"| {s} | {nb} | {k} | {_cell(t)} |" for s, nb, k, t in report.events]
     lines += ["", "## Mistakes across the class", "", "| mistake | times |", "|---|---:|"]
     lines += [f"| `{m}` | {n} |" for m, n in report.totals().most_common()] or ["| – | 0 |"]
     lines += [
@@ -354,6 +354,11 @@ def plot(report: Report, path: Path) -> None:
     plt.close(fig)
 
 
+def _cell(text: str) -> str:
+    """A student-chosen text as one table cell: a ``|`` would end the cell, a newline the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
 def write(report: Report, folder: Path) -> Path:
     """Write report.md, report.html and mistakes.png into ``folder``; return the markdown's path."""
     import mistune
@@ -363,7 +368,10 @@ def write(report: Report, folder: Path) -> Path:
     plot(report, folder / "mistakes.png")
     text = markdown(report)
     (folder / "report.md").write_text(text, encoding="utf-8")
-    body = mistune.html(text)
+    # escape=True: raw HTML in the markdown is shown as text. The report quotes what students
+    # wrote (diagnoses, the grader's notes naming their files and cells): a <script> in a file
+    # name ran in the instructor's browser when it was rendered as HTML.
+    body = mistune.create_markdown(escape=True, plugins=["strikethrough", "table"])(text)
     (folder / "report.html").write_text(
         "<!doctype html><meta charset='utf-8'>"
         f"<title>{html.escape(report.assignment)}: class report</title>"
