@@ -1,7 +1,6 @@
 """Drawing for the course: one palette, the attention-map helpers, and the explorer helper.
 
 * :func:`heatmap` draws one 2-d map (rows are queries, columns are keys);
-* :func:`weights_bar` draws one query's weights as bars;
 * :func:`heads_grid` draws every head of a multi-head layer side by side, on one colour scale;
 * :func:`explorer` turns a ``compute`` function and a ``draw`` function into live controls
   (see its docstring; ``cu.widgets`` builds every explorer of the course on it).
@@ -24,14 +23,11 @@ from matplotlib.figure import Figure
 
 from ._artists import *  # noqa: F403 - the palette and the artists, reached as cu.plotting.X
 from ._artists import (
-    Bars,
     check_labels,
     draw_map,
     expect_map,
     finite_range,
     new_figure,
-    plain_axes,
-    tick_labels,
 )
 from ._render import render_png  # the live explorers' fast PNG frames
 from .repro import light_run
@@ -92,53 +88,6 @@ def heatmap(
         ax = fig.add_subplot()
     annotate = n_rows <= 8 and n_cols <= 8 if annotate is None else annotate
     draw_map(ax, data, rows, cols, vmin=lo, vmax=hi, annotate=annotate, title=title, **style)
-    return ax.figure
-
-
-def weights_bar(
-    weights_1d: torch.Tensor,
-    labels: Sequence[str] | None = None,
-    *,
-    query_label: str | None = None,
-    title: str | None = None,
-    ax=None,
-) -> Figure:
-    """Draw one query's attention weights as bars, one per key, with their values and sum.
-
-    Args:
-        weights_1d: a 1-d tensor (n_keys,), e.g. one row of an attention-weight matrix.
-            Masked entries (``-inf`` or NaN) are drawn as empty bars marked ``-inf``.
-        labels: one label per key (default: 0, 1, 2, ...).
-        query_label: the query's token, used in the default title.
-        title: the axes title (overrides the default).
-        ax: draw into this axes; a new figure is made when omitted.
-
-    Example::
-
-        cu.plotting.weights_bar(attn_weights[1], cu.EXAMPLE_TOKENS, query_label="journey");
-    """
-    expect_tensor(weights_1d, "weights_1d", ndim=1)
-    data = weights_1d.detach().to("cpu", torch.float32)
-    n = data.shape[0]
-    if n == 0:
-        raise CourseInputError("weights_1d must hold at least one weight, but got an empty tensor.")
-    names = check_labels(labels, n)
-    if ax is None:
-        ax = new_figure((max(3.6, 0.7 * n + 1.4), 3.0)).add_subplot()
-    bottom, top = finite_range(data)
-    bottom, top = min(0.0, bottom), max(1.0, top)
-    Bars(ax, data, top=top)
-    ax.set_ylim(bottom * 1.1, top * 1.15)
-    tick_labels(ax, names)
-    if title is None:
-        title = (
-            f"weights of query {query_label!r}" if query_label is not None else "attention weights"
-        )
-    plain_axes(ax, "key (attended to)", "weight", title)
-    total = float(data[torch.isfinite(data)].sum())  # 0 when nothing is finite
-    ax.text(
-        0.99, 0.97, f"sum = {total:.2f}", transform=ax.transAxes, ha="right", va="top", fontsize=9
-    )
     return ax.figure
 
 

@@ -1,4 +1,4 @@
-"""cu.plotting: heatmap, weights_bar and heads_grid draw the right data and reject bad input clearly."""
+"""cu.plotting: heatmap and heads_grid draw the right data and reject bad input clearly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 import course_utils as cu
-from course_utils.plotting import heads_grid, heatmap, weights_bar
+from course_utils.plotting import heads_grid, heatmap
 
 TOKENS = list(cu.EXAMPLE_TOKENS)
 
@@ -81,41 +81,6 @@ def test_heatmap_into_given_axes_uses_its_figure():
     ],
 )
 def test_heatmap_rejects_bad_input_clearly(call, message):
-    with pytest.raises(cu.CourseInputError, match=message):
-        call()
-
-
-# ----------------------------------------------------------------------------- weights_bar
-def test_weights_bar_draws_one_bar_per_key_with_its_value_and_the_sum():
-    row = _weights()[1]
-    fig = weights_bar(row, TOKENS, query_label="journey")
-    ax = fig.axes[0]
-    heights = [bar.get_height() for bar in ax.patches]
-    assert torch.allclose(torch.tensor(heights, dtype=torch.float32), row)
-    texts = [t.get_text() for t in ax.texts]
-    assert "0.24" in texts and "sum = 1.00" in texts
-    assert ax.get_title() == "weights of query 'journey'"
-
-
-def test_weights_bar_shows_masked_keys_as_empty_bars():
-    row = torch.tensor([0.4, 0.6, float("-inf")])
-    ax = weights_bar(row, ["a", "b", "c"]).axes[0]
-    assert ax.patches[2].get_height() == 0
-    assert "-inf" in [t.get_text() for t in ax.texts]
-
-
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (
-            lambda: weights_bar(torch.ones(2, 2)),
-            "weights_1d must be a 1-d tensor, but got a 2-d tensor",
-        ),
-        (lambda: weights_bar(torch.ones(3), ["a", "b"]), "labels must have 3 entries"),
-        (lambda: weights_bar(torch.ones(0)), "at least one weight"),
-    ],
-)
-def test_weights_bar_rejects_bad_input_clearly(call, message):
     with pytest.raises(cu.CourseInputError, match=message):
         call()
 

@@ -203,7 +203,3 @@ def cache_cpu_mask(attn, x_new, cache=None):
 def cache_no_qkv_bias(attn, x_new, cache=None):
     """Slip: projections written as x @ layer.weight.T, which drops the biases of a qkv_bias=True layer."""
     return _attend(attn, x_new, cache, linear=lambda layer, x: x @ layer.weight.T)
-
-
-def cache_stub(attn, x_new, cache=None):
-    raise NotImplementedError()

@@ -189,45 +189,59 @@ def generate_exercises(
     return written
 
 
+def _stale_solution(path: Path, exercises: Path) -> list[str]:
+    """What a regeneration would change for one solution: its headers, figures, nbgrader metadata
+    or exercise."""
+    problems = []
+    nb = read(path)
+    fresh = copy.deepcopy(nb)
+    set_headers(fresh, "solutions", path.name)
+    if dumps(fresh) != dumps(nb):
+        problems.append(
+            f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)"
+        )
+    embedded = copy.deepcopy(nb)
+    attachments.embed(embedded, FIGURES, f"solutions/{path.name}")
+    if dumps(embedded) != dumps(nb):
+        problems.append(
+            f"solutions/{path.name} (figures not embedded or differ from figures/: "
+            "run `make exercises`)"
+        )
+    from tools.grading import meta as nbgrader_meta
+
+    if nbgrader_meta.is_stale(nb, path.name):
+        problems.append(
+            f"solutions/{path.name} (nbgrader metadata out of date: run `make exercises`)"
+        )
+    target = exercises / path.name
+    wanted = dumps(make_exercise(nb, path.name))
+    if not target.exists() or target.read_text(encoding="utf-8") != wanted:
+        problems.append(f"notebooks/{path.name} (stale: run `make exercises`)")
+    return problems
+
+
+def _stale_generated(solutions: Path) -> list[str]:
+    """What a regeneration would change in the chapters' exported code and the listed files."""
+    problems = export.stale_chapters(solutions, CHAPTERS, ROOT)
+    for listed in LISTED:
+        text = listed.read_text(encoding="utf-8")
+        if readme_listings(text) != text:
+            name = listed.relative_to(ROOT).as_posix()
+            problems.append(f"{name} (a generated listing is stale: run `make exercises`)")
+    return problems
+
+
 def stale_files(solutions: Path = SOLUTIONS, exercises: Path = EXERCISES) -> list[str]:
     """Names of files that a regeneration would change (empty when all is in sync)."""
     problems = []
     for path in chapter_files(solutions):
-        nb = read(path)
-        fresh = copy.deepcopy(nb)
-        set_headers(fresh, "solutions", path.name)
-        if dumps(fresh) != dumps(nb):
-            problems.append(
-                f"solutions/{path.name} (badge or setup cell out of date: run `make headers`)"
-            )
-        embedded = copy.deepcopy(nb)
-        attachments.embed(embedded, FIGURES, f"solutions/{path.name}")
-        if dumps(embedded) != dumps(nb):
-            problems.append(
-                f"solutions/{path.name} (figures not embedded or differ from figures/: "
-                "run `make exercises`)"
-            )
-        from tools.grading import meta as nbgrader_meta
-
-        if nbgrader_meta.is_stale(nb, path.name):
-            problems.append(
-                f"solutions/{path.name} (nbgrader metadata out of date: run `make exercises`)"
-            )
-        target = exercises / path.name
-        wanted = dumps(make_exercise(nb, path.name))
-        if not target.exists() or target.read_text(encoding="utf-8") != wanted:
-            problems.append(f"notebooks/{path.name} (stale: run `make exercises`)")
+        problems += _stale_solution(path, exercises)
     known = {p.name for p in chapter_files(solutions)}
     for path in chapter_files(exercises):
         if path.name not in known:
             problems.append(f"notebooks/{path.name} (no matching solution notebook)")
     if solutions == SOLUTIONS:
-        problems += export.stale_chapters(solutions, CHAPTERS, ROOT)
-        for listed in LISTED:
-            text = listed.read_text(encoding="utf-8")
-            if readme_listings(text) != text:
-                name = listed.relative_to(ROOT).as_posix()
-                problems.append(f"{name} (a generated listing is stale: run `make exercises`)")
+        problems += _stale_generated(solutions)
     return problems
 
 

@@ -175,91 +175,117 @@ def _meta(
     return meta
 
 
-def derive(nb, chapter: str) -> list[dict | None]:
-    """The nbgrader metadata each cell of a solution notebook should carry (None: none)."""
-    cells = nb.cells
-    trees = [_parse(c.source) if c.cell_type == "code" else None for c in cells]
-    wanted: list[dict | None] = [None] * len(cells)
-    ids: dict[str, int] = {}
+class _Derivation:
+    """One notebook's cells while their nbgrader metadata is derived, and the ids handed out."""
 
-    def claim(index: int, grade_id: str) -> str:
-        if grade_id in ids:
+    def __init__(self, nb, chapter: str):
+        self.chapter = chapter
+        self.cells = nb.cells
+        self.trees = [_parse(c.source) if c.cell_type == "code" else None for c in self.cells]
+        self.ids: dict[str, int] = {}
+        self.check_calls = {
+            i: _CHECK_CALL.findall(c.source)
+            for i, c in enumerate(self.cells)
+            if SELF_CHECK_TAG in _tags(c)
+        }
+        self.check_use: dict[str, int] = {}
+        for calls in self.check_calls.values():
+            for name in {name for name, _ in calls}:
+                self.check_use[name] = self.check_use.get(name, 0) + 1
+
+    def claim(self, index: int, grade_id: str) -> str:
+        """Give ``grade_id`` to cell ``index``: an id held by another cell is an error."""
+        if grade_id in self.ids:
             raise MetaError(
-                f"{chapter}: cells {ids[grade_id]} and {index} would both get the nbgrader "
-                f"id {grade_id!r}; rename one of the functions, classes or questions"
+                f"{self.chapter}: cells {self.ids[grade_id]} and {index} would both get the "
+                f"nbgrader id {grade_id!r}; rename one of the functions, classes or questions"
             )
-        ids[grade_id] = index
+        self.ids[grade_id] = index
         return grade_id
 
-    check_calls = {
-        i: _CHECK_CALL.findall(c.source) for i, c in enumerate(cells) if SELF_CHECK_TAG in _tags(c)
-    }
-    check_use: dict[str, int] = {}
-    for calls in check_calls.values():
-        for name in {name for name, _ in calls}:
-            check_use[name] = check_use.get(name, 0) + 1
-
-    for index, cell in enumerate(cells):
+    def graded(self, index: int) -> dict | None:
+        """An exercise, a self-check or a written answer's metadata; None for any other cell."""
+        cell = self.cells[index]
         if notebooks.SOLUTION_ONLY_TAG in _tags(cell):
-            continue
+            return None
         if _is_exercise(cell):
-            names = _defined(trees[index]) or _assigned(trees[index])[-1:]
-            if not names:
-                raise MetaError(
-                    f"{chapter}, cell {index}: an exercise cell must define a function or "
-                    "class or assign a variable, so that its nbgrader id has a name"
-                )
-            wanted[index] = _meta(
-                claim(index, f"{chapter}_{names[0]}"), solution=True, grade=False, locked=False
-            )
-        elif index in check_calls:
-            calls = check_calls[index]
-            if not calls:
-                raise MetaError(
-                    f"{chapter}, cell {index}: a self-check cell must call cu.checks.check_..."
-                )
-            parts = []
-            for name, argument in calls:
-                repeated = check_use[name] > 1 and argument
-                parts.append(f"{name}__{argument.replace('.', '_')}" if repeated else name)
-            wanted[index] = _meta(
-                claim(index, f"{chapter}_{'_'.join(parts)}"),
-                solution=False,
-                grade=True,
-                locked=True,
-                points=POINTS_PER_CHECK * len(calls),
-            )
-        elif count := _answer_count(cell):
-            heading, label = _answer_question(cells, index)
-            grade_id = "_".join(p for p in (f"{chapter}_answer", _slug(heading), _slug(label)) if p)
-            wanted[index] = _meta(
-                claim(index, grade_id),
-                solution=True,
-                grade=True,
-                locked=False,
-                points=POINTS_PER_ANSWER * count,
-            )
+            return self.exercise(index)
+        if index in self.check_calls:
+            return self.self_check(index)
+        if count := _answer_count(cell):
+            return self.answer(index, count)
+        return None
 
-    # Read-only teaching cells: definitions that a *later* exercise builds on.
-    for index, cell in enumerate(cells):
-        if (
-            wanted[index] is not None
-            or cell.cell_type != "code"
-            or notebooks.SOLUTION_ONLY_TAG in _tags(cell)
-        ):
-            continue
-        later = set().union(
-            *(_used(trees[j]) for j in range(index + 1, len(cells)) if _is_exercise(cells[j]))
-        )
-        given = [name for name in _defined(trees[index]) if name in later]
-        if given:
-            wanted[index] = _meta(
-                claim(index, f"{chapter}_given_{given[0]}"),
-                solution=False,
-                grade=False,
-                locked=True,
+    def exercise(self, index: int) -> dict:
+        """An exercise: an autograded answer named after the first name it defines."""
+        tree = self.trees[index]
+        names = _defined(tree) or _assigned(tree)[-1:]
+        if not names:
+            raise MetaError(
+                f"{self.chapter}, cell {index}: an exercise cell must define a function or "
+                "class or assign a variable, so that its nbgrader id has a name"
             )
-    return wanted
+        grade_id = self.claim(index, f"{self.chapter}_{names[0]}")
+        return _meta(grade_id, solution=True, grade=False, locked=False)
+
+    def self_check(self, index: int) -> dict:
+        """A self-check: a locked test named after its checks (and their argument, when a check
+        is called by more than one cell), worth POINTS_PER_CHECK per call."""
+        calls = self.check_calls[index]
+        if not calls:
+            raise MetaError(
+                f"{self.chapter}, cell {index}: a self-check cell must call cu.checks.check_..."
+            )
+        parts = []
+        for name, argument in calls:
+            repeated = self.check_use[name] > 1 and argument
+            parts.append(f"{name}__{argument.replace('.', '_')}" if repeated else name)
+        return _meta(
+            self.claim(index, f"{self.chapter}_{'_'.join(parts)}"),
+            solution=False,
+            grade=True,
+            locked=True,
+            points=POINTS_PER_CHECK * len(calls),
+        )
+
+    def answer(self, index: int, count: int) -> dict:
+        """A written answer: manually graded, named after its heading and question label, worth
+        POINTS_PER_ANSWER per answer region."""
+        heading, label = _answer_question(self.cells, index)
+        parts = (f"{self.chapter}_answer", _slug(heading), _slug(label))
+        return _meta(
+            self.claim(index, "_".join(p for p in parts if p)),
+            solution=True,
+            grade=True,
+            locked=False,
+            points=POINTS_PER_ANSWER * count,
+        )
+
+    def given(self, index: int) -> dict | None:
+        """A read-only teaching cell: a code cell defining a name that a later exercise uses."""
+        cell = self.cells[index]
+        if cell.cell_type != "code" or notebooks.SOLUTION_ONLY_TAG in _tags(cell):
+            return None
+        later = set().union(
+            *(
+                _used(self.trees[j])
+                for j in range(index + 1, len(self.cells))
+                if _is_exercise(self.cells[j])
+            )
+        )
+        given = [name for name in _defined(self.trees[index]) if name in later]
+        if not given:
+            return None
+        grade_id = self.claim(index, f"{self.chapter}_given_{given[0]}")
+        return _meta(grade_id, solution=False, grade=False, locked=True)
+
+
+def derive(nb, chapter: str) -> list[dict | None]:
+    """The nbgrader metadata each cell of a solution notebook should carry (None: none)."""
+    d = _Derivation(nb, chapter)
+    wanted = [d.graded(index) for index in range(len(d.cells))]
+    # Read-only teaching cells (after every graded id is claimed): what a later exercise builds on.
+    return [meta if meta is not None else d.given(i) for i, meta in enumerate(wanted)]
 
 
 def apply(nb, chapter: str) -> bool:

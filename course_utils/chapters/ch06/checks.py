@@ -136,6 +136,79 @@ def _positions_shifted(c, layer, ids, tok_values, pos_values, where) -> None:
         raise c.bug("positions_shifted", f"{where} on {ids.shape[1]} tokens it crashed;")
 
 
+def _embedding_tables(c: E.Check, layer, vocab: int, length: int, d: int, where: str):
+    """The token table (vocab_size, d_model) and position table (context_length, d_model); other
+    shapes are named (a position table sized by the vocabulary, or a table missing)."""
+    tables = [p for p in layer.parameters() if p.dim() == 2]
+    shapes = [tuple(t.shape) for t in tables]
+    if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
+        raise c.bug("pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
+    if (vocab, d) not in shapes or (length, d) not in shapes:
+        raise c.bug(
+            "embedding_table_shapes",
+            where=where,
+            token=(vocab, d),
+            position=(length, d),
+            shapes=shapes,
+        )
+    return tables[shapes.index((vocab, d))], tables[shapes.index((length, d))]
+
+
+def _embed(c: E.Check, layer, ids, values, where: str, after_full: bool) -> object:
+    """The layer's output on ``ids``: a crash after the full length worked is positions not sliced,
+    any other crash is reported (as positions shifted, when one token fewer shows it)."""
+    with torch.no_grad():
+        if after_full:
+            try:
+                return layer(ids)
+            except Exception as exc:  # noqa: BLE001 - we report it in words
+                raise c.bug(
+                    "pos_not_sliced",
+                    f"{where} on an input of {ids.shape[1]} tokens it "
+                    f"raised {type(exc).__name__}: {exc}",
+                ) from None
+        try:
+            return c.call(layer, ids, what=f"your layer on token ids of shape {tuple(ids.shape)}")
+        except E.CheckFailure:
+            _positions_shifted(c, layer, ids, *values, where)
+            raise
+
+
+def _expect_embedding(c: E.Check, got, ids, values, length: int, where: str) -> None:
+    """The output must be the token rows plus position rows 0 .. n - 1: all positions added,
+    concatenated tables and the known wrong sums are named."""
+    tok_values, pos_values = values
+    (batch, n), d = tuple(ids.shape), tok_values.shape[1]
+    token_part, pos_part = tok_values[ids], pos_values[:n]  # (batch, n, d), (n, d)
+    expected = token_part + pos_part  # (batch, n, d)
+    got = c.expect_tensor_output(got, f"your layer on token ids of shape {(batch, n)}")
+    if E.same(got, expected):
+        return
+    where_n = f"{where} on token ids of shape {(batch, n)}:"
+    if n < length and tuple(got.shape) == (batch, length, d):
+        raise c.bug(
+            "pos_not_sliced",
+            f"{where_n} your output has shape "
+            f"{tuple(got.shape)}: all {length} positions were added to an input of "
+            f"{n} token{'s' if n != 1 else ''}.",
+        )
+    if tuple(got.shape) == (batch, n, 2 * d):
+        raise c.bug("embeddings_concatenated", where_n)
+    c.compare(
+        got,
+        expected,
+        where_n,
+        [
+            ("positions_missing", lambda: token_part),
+            ("positions_only", lambda: pos_part.expand(batch, n, d)),
+            ("embeddings_multiplied", lambda: token_part * pos_part),
+            ("last_positions", lambda: token_part + pos_values[length - n :]),
+            ("positions_shifted", lambda: token_part + pos_values[1 : n + 1]),
+        ],
+        hint="add the token embeddings and the embeddings of positions 0 .. n - 1.",
+    )
+
+
 def check_input_embedding(embedding_cls: type) -> None:
     """Check ``embedding_cls(vocab_size, context_length, d_model)``: token + position embeddings."""
     __tracebackhide__ = True
@@ -151,74 +224,17 @@ def check_input_embedding(embedding_cls: type) -> None:
             what=f"{embedding_cls.__name__}({vocab}, {length}, {d})",
         )
         where = f"With vocab_size={vocab}, context_length={length}, d_model={d}:"
-        tables = [p for p in layer.parameters() if p.dim() == 2]
-        shapes = [tuple(t.shape) for t in tables]
-        if shapes.count((vocab, d)) >= 2 and (length, d) not in shapes:
-            raise c.bug("pos_sized_by_vocab", f"{where} your tables have shapes {shapes}.")
-        if (vocab, d) not in shapes or (length, d) not in shapes:
-            raise c.bug(
-                "embedding_table_shapes",
-                where=where,
-                token=(vocab, d),
-                position=(length, d),
-                shapes=shapes,
-            )
-        tok, pos = tables[shapes.index((vocab, d))], tables[shapes.index((length, d))]
+        tok, pos = _embedding_tables(c, layer, vocab, length, d, where)
         with torch.no_grad():  # known values, so the expected output can be computed
             tok.copy_(E.randn(vocab, d, seed=700 + case))
             pos.copy_(E.randn(length, d, seed=800 + case))
-        tok_values, pos_values = tok.detach().clone(), pos.detach().clone()
+        values = tok.detach().clone(), pos.detach().clone()
         full_ok = False
-        for n in (length, 1, max(1, length - 3)):
+        for n in (length, 1, max(1, length - 3)):  # full, then short: positions sliced?
             ids = torch.randint(0, vocab, (batch, n), generator=E.generator(900 + case))
-            what = f"your layer on token ids of shape {(batch, n)}"
-            with torch.no_grad():
-                if (
-                    full_ok and n < length
-                ):  # a crash now that the full length worked: positions not sliced
-                    try:
-                        got = layer(ids)
-                    except Exception as exc:  # noqa: BLE001 - we report it in words
-                        raise c.bug(
-                            "pos_not_sliced",
-                            f"{where} on an input of {n} tokens it "
-                            f"raised {type(exc).__name__}: {exc}",
-                        ) from None
-                else:
-                    try:
-                        got = c.call(layer, ids, what=what)
-                    except E.CheckFailure:
-                        _positions_shifted(c, layer, ids, tok_values, pos_values, where)
-                        raise
-            token_part, pos_part = tok_values[ids], pos_values[:n]  # (batch, n, d), (n, d)
-            expected = token_part + pos_part  # (batch, n, d)
-            got = c.expect_tensor_output(got, what)
-            if E.same(got, expected):
-                full_ok = full_ok or n == length
-                continue
-            where_n = f"{where} on token ids of shape {(batch, n)}:"
-            if n < length and tuple(got.shape) == (batch, length, d):
-                raise c.bug(
-                    "pos_not_sliced",
-                    f"{where_n} your output has shape "
-                    f"{tuple(got.shape)}: all {length} positions were added to an input of "
-                    f"{n} token{'s' if n != 1 else ''}.",
-                )
-            if tuple(got.shape) == (batch, n, 2 * d):
-                raise c.bug("embeddings_concatenated", where_n)
-            c.compare(
-                got,
-                expected,
-                where_n,
-                [
-                    ("positions_missing", lambda: token_part),
-                    ("positions_only", lambda: pos_part.expand(batch, n, d)),
-                    ("embeddings_multiplied", lambda: token_part * pos_part),
-                    ("last_positions", lambda: token_part + pos_values[length - n :]),
-                    ("positions_shifted", lambda: token_part + pos_values[1 : n + 1]),
-                ],
-                hint="add the token embeddings and the embeddings of positions 0 .. n - 1.",
-            )
+            got = _embed(c, layer, ids, values, where, after_full=full_ok and n < length)
+            _expect_embedding(c, got, ids, values, length, where)
+            full_ok = full_ok or n == length
         E.probe_device(c, copy.deepcopy(layer), ids, where)
         E.probe_backward(c, layer, ids, where, lambda: tok[ids] + pos[: ids.shape[1]])
         ids = torch.randint(0, vocab, (1, length + 1), generator=E.generator(950 + case))

@@ -102,20 +102,9 @@ def _dropped(trace: Trace, inp: torch.Tensor) -> tuple[int, int | None] | None:
     return None
 
 
-def check_dropout(
-    c: Check,
-    module: nn.Module,
-    x: torch.Tensor,
-    where: str,
-    reference: Callable[..., torch.Tensor],
-    seed: int,
-) -> None:
-    """``module`` was built with dropout=DROPOUT_P; ``reference(drop=..., trace=...)`` recomputes it.
-    Eval mode must give the plain output; train mode must route every attention-weight tensor,
-    and nothing else, through dropout with p=DROPOUT_P, and use what it returns."""
-    __tracebackhide__ = True
-    trace = Trace()
-    plain = reference(drop=NO_DROP, trace=trace)
+def _dropout_calls(c: Check, module: nn.Module, x, where: str, plain, seed: int):
+    """Eval mode gives the plain output; two train-mode calls draw new masks and keep train mode.
+    Returns the first train-mode output and the dropout calls it made."""
     module.eval()
     if not same(run(c, module, x, f"{where} in eval mode:"), plain):
         raise c.bug("dropout_in_eval", f"{where} after .eval():")
@@ -129,20 +118,28 @@ def check_dropout(
         raise c.bug("mode_changed_in_forward", f"{where}:")
     if same(got, again) and not same(got, plain):
         raise c.bug("dropout_same_mask", f"{where} two calls in train mode:")
-    active = watch.dropouts()
-    if not active:
-        if same(got, plain):
-            raise c.bug("dropout_ignored", f"{where} in train mode:")
-        sdpa_p = watch.sdpa_dropout()
-        if abs(sdpa_p - DROPOUT_P) < 1e-9:
-            return  # scaled_dot_product_attention drops the weights inside, with the right p
-        if sdpa_p > 0:
-            raise c.bug(
-                "dropout_wrong_p",
-                f"{where}: the layer was built with dropout={DROPOUT_P}, "
-                f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.",
-            )
-        raise c.bug("dropout_not_seen", where=where)
+    return got, watch
+
+
+def _no_dropout_seen(c: Check, watch: Watch, unchanged: bool, where: str) -> None:
+    """No dropout call seen: right only when scaled_dot_product_attention dropped with p=DROPOUT_P."""
+    if unchanged:
+        raise c.bug("dropout_ignored", f"{where} in train mode:")
+    sdpa_p = watch.sdpa_dropout()
+    if abs(sdpa_p - DROPOUT_P) < 1e-9:
+        return  # scaled_dot_product_attention drops the weights inside, with the right p
+    if sdpa_p > 0:
+        raise c.bug(
+            "dropout_wrong_p",
+            f"{where}: the layer was built with dropout={DROPOUT_P}, "
+            f"but scaled_dot_product_attention got dropout_p={sdpa_p:g}.",
+        )
+    raise c.bug("dropout_not_seen", where=where)
+
+
+def _dropped_weights(c: Check, trace: Trace, plain, active, where: str) -> dict:
+    """Each unit's dropped-out attention weights (whole, or its heads stacked); dropout on another
+    tensor, with another p, or on some heads only is named."""
     places = [
         (trace.scores, "dropout_before_softmax"),
         (trace.context + [plain], "dropout_on_context"),
@@ -171,6 +168,29 @@ def check_dropout(
             full[unit] = torch.stack([parts[h] for h in sorted(parts)], dim=1)
     if len(full) < len(trace.weights):
         raise c.bug("dropout_some_heads", where=where)
+    return full
+
+
+def check_dropout(
+    c: Check,
+    module: nn.Module,
+    x: torch.Tensor,
+    where: str,
+    reference: Callable[..., torch.Tensor],
+    seed: int,
+) -> None:
+    """``module`` was built with dropout=DROPOUT_P; ``reference(drop=..., trace=...)`` recomputes it.
+    Eval mode must give the plain output; train mode must route every attention-weight tensor,
+    and nothing else, through dropout with p=DROPOUT_P, and use what it returns."""
+    __tracebackhide__ = True
+    trace = Trace()
+    plain = reference(drop=NO_DROP, trace=trace)
+    got, watch = _dropout_calls(c, module, x, where, plain, seed)
+    active = watch.dropouts()
+    if not active:
+        _no_dropout_seen(c, watch, same(got, plain), where)
+        return
+    full = _dropped_weights(c, trace, plain, active, where)
     expected = reference(drop=lambda w, unit: full[unit])
     if same(got, expected):
         return
@@ -281,6 +301,44 @@ def probe_layer(c: Check, cls: type, case: Case, layer: Layer) -> None:
 INPUT = "the input x"  # how probe_backward names the input beside the parameters
 
 
+def _train_step(c: Check, module: nn.Module, x, params: list, reference, where: str):
+    """One forward and backward in train mode; returns the reference's gradients (None without
+    one). Another output than the reference's, or a backward that fails, is named."""
+    with torch.enable_grad(), preserved_rng():
+        wanted, expected = None, None
+        if reference is not None:
+            expected = reference()
+            wanted = torch.autograd.grad(expected.sum(), [p for _, p in params], allow_unused=True)
+        try:
+            got = module(x)
+            if expected is not None and not same(got, expected):  # built with dropout=0
+                raise c.bug("dropout_hard_coded", f"{where} in train mode:")
+            got.sum().backward()
+        except RuntimeError as exc:
+            if "inplace" in str(exc):
+                raise c.bug(
+                    "inplace_breaks_autograd", where, error=str(exc).split(":")[0]
+                ) from None
+            raise c.fail(
+                f"{where} backward() through your layer raised RuntimeError: {exc}"
+            ) from None
+    return wanted
+
+
+def _expect_gradients(c: Check, params: list, wanted, where: str) -> None:
+    """Every parameter (and a watched input) gets the reference's gradient."""
+    for (name, p), g in zip(params, wanted or ()):
+        if p.grad is None and g is not None:
+            later = ", so the layers before this one would never learn" if name == INPUT else ""
+            raise c.bug("gradient_blocked", where, detail=f"{name} gets no gradient{later}")
+        if p.grad is not None and (g is None or not same(p.grad, g)):
+            detail = (
+                f"the gradient of {name} differs from the reference "
+                f"({describe_difference(g, p.grad) if g is not None else 'which has none'})"
+            )
+            raise c.bug("gradient_blocked", where, detail=detail)
+
+
 def probe_backward(
     c: Check,
     module: nn.Module,
@@ -297,44 +355,11 @@ def probe_backward(
     if frozen:
         raise c.bug("parameter_frozen", where, names=", ".join(frozen))
     params = list(module.named_parameters())
-    watch_input = (
-        x.is_floating_point() and x.is_leaf
-    )  # the layers before this one learn through x's gradient
+    watch_input = x.is_floating_point() and x.is_leaf  # earlier layers learn through x's gradient
     if watch_input:
         params.append((INPUT, x.requires_grad_(True)))
     try:
-        with torch.enable_grad(), preserved_rng():
-            wanted, expected = None, None
-            if reference is not None:
-                expected = reference()
-                wanted = torch.autograd.grad(
-                    expected.sum(), [p for _, p in params], allow_unused=True
-                )
-            try:
-                got = module(x)
-                if expected is not None and not same(
-                    got, expected
-                ):  # built with dropout=0: no randomness
-                    raise c.bug("dropout_hard_coded", f"{where} in train mode:")
-                got.sum().backward()
-            except RuntimeError as exc:
-                if "inplace" in str(exc):
-                    raise c.bug(
-                        "inplace_breaks_autograd", where, error=str(exc).split(":")[0]
-                    ) from None
-                raise c.fail(
-                    f"{where} backward() through your layer raised RuntimeError: {exc}"
-                ) from None
-        for (name, p), g in zip(params, wanted or ()):
-            if p.grad is None and g is not None:
-                later = ", so the layers before this one would never learn" if name == INPUT else ""
-                raise c.bug("gradient_blocked", where, detail=f"{name} gets no gradient{later}")
-            if p.grad is not None and (g is None or not same(p.grad, g)):
-                detail = (
-                    f"the gradient of {name} differs from the reference "
-                    f"({describe_difference(g, p.grad) if g is not None else 'which has none'})"
-                )
-                raise c.bug("gradient_blocked", where, detail=detail)
+        _expect_gradients(c, params, _train_step(c, module, x, params, reference, where), where)
     finally:
         if watch_input:
             x.requires_grad_(False).grad = None
