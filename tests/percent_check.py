@@ -62,6 +62,7 @@ PLANTS = {
     "jupytext-defaults": lambda: setattr(percent, "OPTIONS", {}),
     "no-update": _no_update,
     "jupytext-metadata-kept": lambda: setattr(percent, "JUPYTEXT_CELL_METADATA", ()),
+    "headerless-default": lambda: setattr(percent, "HEADERLESS_FILTER", "-all"),
 }
 
 
@@ -90,6 +91,10 @@ def solution_problems(path) -> list[str]:
     back = _finished(percent.from_percent(text, nbformat.reads(raw, as_version=4)), path.name)
     if dumps(back) != raw:
         problems.append("from-percent onto the notebook is not byte-identical")
+    headerless = text.split("# ---\n", 2)[2].lstrip("\n")  # as an author may write it
+    back = _finished(percent.from_percent(headerless, nbformat.reads(raw, 4)), path.name)
+    if dumps(back) != raw:
+        problems.append("from-percent of the text without its header is not byte-identical")
     fresh = _finished(percent.from_percent(text), path.name)
     differing = sum(a != b for a, b in zip(_cells(nb), _cells(fresh)))
     if differing or len(nb.cells) != len(fresh.cells):

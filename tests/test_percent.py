@@ -52,6 +52,7 @@ def test_every_solution_round_trips_and_authored_text_reads_as_written(authoring
         ),
         ("no-update", ["from-percent onto the notebook is not byte-identical"]),
         ("jupytext-metadata-kept", ["cells differ from what the text says"]),
+        ("headerless-default", ["from-percent of the text without its header is not"]),
     ],
 )
 def test_a_wrong_option_is_caught(authoring_python, plant, caught):

@@ -364,10 +364,24 @@ def _headers(args) -> None:
         write(nb, path)
 
 
-def _percent(args) -> int:
+def _percent(args) -> int | None:
+    """to-percent NOTEBOOK PY, or from-percent PY NOTEBOOK (onto NOTEBOOK if it exists)."""
     from tools.build import percent
 
-    return percent.run(args.command, args.source, args.dest)
+    argv = [args.command, str(args.source), str(args.dest)]
+    status = percent.in_authoring_venv(argv)
+    if status is not None:
+        return status
+    if args.command == "to-percent":
+        args.dest.write_text(percent.to_percent(read(args.source)), encoding="utf-8")
+    else:
+        existing = read(args.dest) if args.dest.is_file() else None
+        nb = percent.from_percent(args.source.read_text(encoding="utf-8"), existing)
+        set_headers(nb, "solutions", args.dest.name)
+        clean_solution_metadata(nb)
+        write(nb, args.dest)
+    print(f"wrote {args.dest}")
+    return None
 
 
 if __name__ == "__main__":

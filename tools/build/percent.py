@@ -14,13 +14,13 @@ round trip (the notebook's ``jupytext`` metadata, a cell's ``lines_to_next_cell`
 notebook, and a cell new to the notebook is numbered ``cNNN`` (as ``make chapter`` numbers them).
 
 jupytext is not in the students' .venv: it installs a JupyterLab extension and a contents manager
-into the environment that runs ``make lab``. Run from anywhere else, :func:`run` runs the command
-in ``.venv-authoring``, made (or refreshed when the pins change) on first use.
+into the environment that runs ``make lab``. Run from there, the two commands run themselves in
+``.venv-authoring`` (:func:`in_authoring_venv`), made (or refreshed when the pins change) on first
+use.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import os
@@ -38,6 +38,10 @@ OPTIONS = {
 }
 """jupytext's filters: the header keeps ``course`` (and jupytext's default, the kernelspec) but not
 jupytext's version stamp; cells keep every metadata but nbgrader's."""
+HEADERLESS_FILTER = "jupytext,-all"
+"""The notebook filter of a text without a header (jupytext's: ``-all``): it keeps the notebook's
+metadata as ``-all`` does, and makes jupytext's ``--update`` read the text's cell filter, which
+restores what the text does not show (nbgrader's), not the notebook's (none: nbgrader's lost)."""
 JUPYTEXT_CELL_METADATA = ("cell_marker", "lines_to_next_cell", "lines_to_end_of_cell_marker")
 """What jupytext stores in a cell to write its text back the same (its ``_JUPYTEXT_CELL_METADATA``
 less two keys of older tools); never part of a course notebook."""
@@ -59,6 +63,9 @@ def from_percent(text: str, existing=None):
     from jupytext.combine import combine_inputs_with_outputs
 
     nb = jupytext.reads(text, fmt=FORMAT)
+    options = nb.metadata.setdefault("jupytext", {})
+    if options.get("notebook_metadata_filter") == "-all":  # a text without a header
+        options["notebook_metadata_filter"] = HEADERLESS_FILTER
     if existing is not None:
         nb = combine_inputs_with_outputs(nb, existing, fmt=FORMAT)
     nb.metadata.pop("jupytext", None)
@@ -73,34 +80,16 @@ def from_percent(text: str, existing=None):
     return nb
 
 
-def convert(command: str, source: Path, dest: Path) -> None:
-    """``to-percent NOTEBOOK PY`` or ``from-percent PY NOTEBOOK`` (onto NOTEBOOK if it exists)."""
-    from tools.build.headers import set_headers
-    from tools.build.nbtools import clean_solution_metadata
-    from tools.build.notebooks import read, write
-
-    if command == "to-percent":
-        dest.write_text(to_percent(read(source)), encoding="utf-8")
-    else:
-        nb = from_percent(
-            source.read_text(encoding="utf-8"), read(dest) if dest.is_file() else None
-        )
-        set_headers(nb, "solutions", dest.name)
-        clean_solution_metadata(nb)
-        write(nb, dest)
-    print(f"wrote {dest}")
-
-
-def run(command: str, source: Path, dest: Path) -> int:
-    """:func:`convert` here when jupytext is installed, else in ``.venv-authoring``."""
+def in_authoring_venv(argv: list[str]) -> int | None:
+    """Where jupytext is missing (the students' .venv): run ``python -m tools.build.nbtools argv``
+    in ``.venv-authoring`` and return its exit status; where it is installed: None."""
     try:
         import jupytext  # noqa: F401
     except ImportError:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        cmd = [str(ensure_venv()), "-m", "tools.build.percent", command, str(source), str(dest)]
+        cmd = [str(ensure_venv()), "-m", "tools.build.nbtools", *argv]
         return subprocess.run(cmd, env=env).returncode
-    convert(command, source, dest)
-    return 0
+    return None
 
 
 def ensure_venv() -> Path:
@@ -117,16 +106,3 @@ def ensure_venv() -> Path:
     subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
     stamp.write_text(wanted, encoding="utf-8")
     return python
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.build.percent", description=__doc__)
-    parser.add_argument("command", choices=["to-percent", "from-percent"])
-    parser.add_argument("source", type=Path)
-    parser.add_argument("dest", type=Path)
-    args = parser.parse_args(argv)
-    return run(args.command, args.source, args.dest)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
