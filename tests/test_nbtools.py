@@ -103,15 +103,6 @@ def test_first_cell_must_be_a_title():
         nbtools.make_exercise(nb, "99_test.ipynb")
 
 
-def test_from_percent_builds_cells_with_tags():
-    nb = nbtools.from_percent(
-        '# %% [markdown]\n# # 99 · T\n# text\n\n# %%\nx = 1  # (1,)\n\n# %% tags=["self-check"]\nprint(x)\n'
-    )
-    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]
-    assert nb.cells[0].source == "# 99 · T\ntext"
-    assert nb.cells[2].metadata["tags"] == ["self-check"]
-
-
 def test_committed_exercises_are_in_sync_with_solutions():
     problems = nbtools.stale_files()
     assert problems == [], "run `make headers exercises`:\n" + "\n".join(problems)

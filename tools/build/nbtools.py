@@ -6,7 +6,8 @@ Usage (the Makefile wraps each)::
     python -m tools.build.nbtools check            # fail if notebooks/, chapters/ or headers are stale
     python -m tools.build.nbtools execute [NB ...] # re-run solutions in place
     python -m tools.build.nbtools headers          # rewrite badge + setup cell of solutions/
-    python -m tools.build.nbtools from-percent SRC.py DEST.ipynb  # author in percent format
+    python -m tools.build.nbtools to-percent NB.ipynb DEST.py     # author in percent format (jupytext,
+    python -m tools.build.nbtools from-percent SRC.py NB.ipynb    # in .venv-authoring: tools.build.percent)
 
 Answer markers follow nbgrader, so the solutions also work with nbgrader itself:
 
@@ -21,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
-import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -303,46 +302,7 @@ def execute(paths: Iterable[Path], timeout: int = 300) -> None:
         print(f"executed {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
-# ----------------------------------------------------------------------------- authoring
-_CELL_RE = re.compile(r"^# %%(?P<md> \[markdown\])?(?:\s+tags=(?P<tags>\[.*\]))?\s*$")
-
-
-def from_percent(text: str):
-    """Build a notebook from percent-format source (``# %%`` / ``# %% [markdown]`` cells)."""
-    nb = nbformat.v4.new_notebook()
-    cells = []
-    current: dict | None = None
-
-    def flush():
-        if current is None:
-            return
-        body = "\n".join(current["lines"]).strip("\n")
-        meta = {"tags": current["tags"]} if current["tags"] else {}
-        if current["md"]:
-            body = "\n".join(
-                l[2:] if l.startswith("# ") else l.lstrip("#") for l in body.split("\n")
-            )
-            cells.append(nbformat.v4.new_markdown_cell(body, metadata=meta))
-        else:
-            cells.append(nbformat.v4.new_code_cell(body, metadata=meta))
-
-    for line in text.split("\n"):
-        m = _CELL_RE.match(line)
-        if m:
-            flush()
-            current = {
-                "md": bool(m.group("md")),
-                "tags": json.loads(m.group("tags") or "[]"),
-                "lines": [],
-            }
-        elif current is not None:
-            current["lines"].append(line)
-    flush()
-    for i, cell in enumerate(cells):
-        cell.id = f"c{i:03d}"
-    nb.cells = cells
-    clean_solution_metadata(nb)
-    return nb
+_FROM = "percent format to a solution notebook, onto it if it exists (keeps outputs)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -363,16 +323,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ex = sub.add_parser("execute", help="re-execute solution notebooks in place")
     ex.add_argument("notebooks", nargs="*", type=Path)
-    fp = sub.add_parser("from-percent", help="build a solution notebook from percent-format source")
-    fp.add_argument("source", type=Path)
-    fp.add_argument("dest", type=Path)
+    for name, what in [("to-percent", "notebook to percent format"), ("from-percent", _FROM)]:
+        fp = sub.add_parser(name, help=f"{what} (jupytext, in .venv-authoring)")
+        fp.add_argument("source", type=Path)
+        fp.add_argument("dest", type=Path)
     args = parser.parse_args(argv)
     commands = {
         "exercises": _exercises,
         "check": _check,
         "headers": _headers,
         "execute": lambda args: execute(args.notebooks or chapter_files()),
-        "from-percent": _from_percent,
+        "to-percent": _percent,
+        "from-percent": _percent,
     }
     return commands[args.command](args) or 0
 
@@ -416,13 +378,24 @@ def _headers(args) -> None:
         write(nb, path)
 
 
-def _from_percent(args) -> None:
-    nb = from_percent(args.source.read_text(encoding="utf-8"))
-    if args.dest.is_file():  # what the README says the chapter builds (tools/build/listings.py)
-        nb.metadata["course"] = read(args.dest).metadata.get("course", {})
-    set_headers(nb, "solutions", args.dest.name)
-    write(nb, args.dest)
+def _percent(args) -> int | None:
+    """to-percent NOTEBOOK PY, or from-percent PY NOTEBOOK (onto NOTEBOOK if it exists)."""
+    from tools.build import percent
+
+    argv = [args.command, str(args.source), str(args.dest)]
+    status = percent.in_authoring_venv(argv)
+    if status is not None:
+        return status
+    if args.command == "to-percent":
+        args.dest.write_text(percent.to_percent(read(args.source)), encoding="utf-8")
+    else:
+        existing = read(args.dest) if args.dest.is_file() else None
+        nb = percent.from_percent(args.source.read_text(encoding="utf-8"), existing)
+        set_headers(nb, "solutions", args.dest.name)
+        clean_solution_metadata(nb)
+        write(nb, args.dest)
     print(f"wrote {args.dest}")
+    return None
 
 
 if __name__ == "__main__":

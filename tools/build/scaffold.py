@@ -34,7 +34,7 @@ a literal brace is doubled), named after what they become, ``.tmpl`` so that no 
 as code."""
 
 TARGETS = {
-    "solution.py.tmpl": "solutions/{nn}_{name}.ipynb",  # percent format, made a notebook below
+    "solution.ipynb.tmpl": "solutions/{nn}_{name}.ipynb",  # a notebook: each cell's text is filled
     "checks.py.tmpl": "course_utils/chapters/ch{nn}/checks.py",
     "mistakes.txt.tmpl": "course_utils/chapters/ch{nn}/mistakes.txt",
     "explorer.py.tmpl": "course_utils/chapters/ch{nn}/explorer.py",
@@ -58,9 +58,29 @@ def files(nn: str, name: str, title: str) -> dict[str, str]:
     """{path relative to the repository: text} of the new chapter's hand-written files."""
     alt = f"Bars of one query's five attention weights at temperatures 0.5, 1 and 2: {name}."
     fill = dict(nn=nn, name=name, title=title, alt=alt)
-    return {
-        target.format(**fill): template(source).format(**fill) for source, target in TARGETS.items()
+    written = {}
+    for source, target in TARGETS.items():
+        fill_in = _notebook if source.endswith(".ipynb.tmpl") else str.format
+        written[target.format(**fill)] = fill_in(template(source), **fill)
+    return written
+
+
+def _notebook(text: str, nn: str, name: str, title: str, alt: str) -> str:
+    """The solution notebook of the template ``text``: its cells' text filled, the README's
+    chapter table's metadata set (tools/build/listings.py), the badge and setup cell added."""
+    import nbformat
+
+    from tools.build import headers, notebooks
+
+    nb = nbformat.reads(text, as_version=4)
+    for cell in nb.cells:
+        cell.source = cell.source.format(nn=nn, name=name, title=title, alt=alt)
+    nb.metadata["course"] = {
+        "builds": f"{title.lower()}: one exercise and its self-check",
+        "explorer": f"{name.replace('_', ' ')} explorer",
     }
+    headers.set_headers(nb, "solutions", f"{nn}_{name}.ipynb")
+    return notebooks.dumps(nb)
 
 
 def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
@@ -74,23 +94,11 @@ def scaffold(nn: str, name: str, title: str, root: Path = ROOT) -> list[Path]:
     ]
     if taken:
         raise SystemExit(f"chapter {nn} exists already: {sorted(map(str, taken))}")
-    from tools.build import nbtools
-
     written = []
     for rel, text in files(nn, name, title).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        if rel.endswith(".ipynb"):
-            nb = nbtools.from_percent(text)
-            # the README's chapter table reads this (tools/build/listings.py): say what the chapter builds
-            nb.metadata["course"] = {
-                "builds": f"{title.lower()}: one exercise and its self-check",
-                "explorer": f"{name.replace('_', ' ')} explorer",
-            }
-            nbtools.set_headers(nb, "solutions", path.name)
-            nbtools.write(nb, path)
-        else:
-            path.write_text(text, encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     _format([p for p in written if p.suffix == ".py"], root)
     return written
