@@ -17,6 +17,7 @@ SLOW = (
     "tests/test_nbgrader_guard.py",  # fresh graded runs of every chapter, cheating students
     "tests/test_warm_kernel.py",  # make grade's forked kernels
     "tests/test_scaffold.py",  # builds a chapter in a copy, runs the house tests and nbval
+    "tests/test_percent.py",  # jupytext round trips in .venv-authoring (built from PyPI once)
 )
 
 
