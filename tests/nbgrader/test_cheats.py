@@ -33,6 +33,46 @@ ASSIGNMENT = "cheats"
 COURSE_ID = "attention-from-scratch"
 HONEST = ("honest1", "honest2")
 WRITER = "writer"
+SPY = "spy"
+# A stranger's attack: make grade's two workers shared one runtime folder, so a kernel saw the
+# other worker's connection files (with their keys), connected and replaced the checks in a
+# classmate's kernel (7 classmates scored 0). This student looks for 12 s and would do the same.
+SPIES = """\
+import glob
+import os
+import time
+
+
+def _spy():
+    from ipykernel import get_connection_file  # in the kernel only (not in the judged run)
+    from jupyter_client import BlockingKernelClient
+
+    mine, seen, end = os.path.abspath(get_connection_file()), set(), time.time() + 12  # under the cell's limit (20 s at least)
+    while time.time() < end:
+        for path in glob.glob(os.path.join(os.path.dirname(mine), "*.json")):
+            if os.path.abspath(path) != mine and path not in seen:
+                seen.add(path)
+                try:
+                    client = BlockingKernelClient(connection_file=path)
+                    client.load_connection_file()
+                    client.start_channels()
+                    client.execute("import course_utils as cu; cu.checks.check_softmax = None")
+                except Exception:
+                    pass
+        time.sleep(0.2)
+    print(f"spy: {len(seen)} other kernels' connection files seen")
+
+
+try:
+    _spy()
+except Exception as error:
+    print("spy: no kernel here", type(error).__name__)
+
+
+def softmax_stable(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+"""
 WRITES = """\
 import atexit
 import os
@@ -111,6 +151,7 @@ def _class(course: Path) -> dict[str, cheats.Cheat | None]:
     students.update({f"cheat{i:02d}": c for i, c in enumerate([*cheats.CHEATS, cheats.CLASSMATE])})
     writes = WRITES.replace("@ROOT@", str(rt.ROOT)).replace("@COURSE@", str(course))
     students[WRITER] = cheats.Cheat("the file-writing student", "01", cheats.S1, cheats.CS1, writes)
+    students[SPY] = cheats.Cheat("the spying student", "01", cheats.S1, cheats.CS1, SPIES)
     for student, cheat in students.items():
         folder = course / "submitted" / student / ASSIGNMENT
         folder.mkdir(parents=True)
@@ -207,3 +248,10 @@ def test_the_writer_keeps_its_right_answer_and_its_attempt_is_named(graded):
     autograded = next((course / "autograded" / WRITER / ASSIGNMENT).glob("01_*.ipynb"))
     text = autograded.read_text(encoding="utf-8")
     assert "the grader's sandbox refused it" in text and "checks.py" in text
+
+
+def test_the_spy_sees_no_other_kernel_and_keeps_only_its_own_points(graded):
+    course, _, _, _, _ = graded
+    autograded = next((course / "autograded" / SPY / ASSIGNMENT).glob("01_*.ipynb"))
+    assert "spy: 0 other kernels' connection files seen" in autograded.read_text(encoding="utf-8")
+    assert _scores(course)[(SPY, cheats.CS1)] == 1
