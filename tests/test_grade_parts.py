@@ -65,6 +65,38 @@ def test_a_refusal_is_named_by_nbgraders_own_reason():
     assert grade_parts.refusal_reason("") == "no reason found in the log"
 
 
+# nbgrader's log of a notebook it refused when a cell's outputs came too late (issue 39's s04:
+# an answer walking the filesystem): nbclient's CellTimeoutError, through nbgrader's LogFormatter
+TIMEOUT_LOG = """[AutogradeApp | ERROR] There was an error processing assignment: /c/submitted/s04/week1
+[AutogradeApp | ERROR] Traceback (most recent call last):
+      File "nbgrader/converters/base.py", line 427, in _convert_notebook
+        output, resources = self.exporter.from_filename(notebook_filename, resources=resources)
+      File "nbclient/client.py", line 791, in _async_poll_for_reply
+        raise CellTimeoutError.error_from_timeout_and_cell(
+    nbclient.exceptions.CellTimeoutError: A cell timed out while it was being executed, after 4 seconds.
+    The message was: Timeout waiting for IOPub output.
+    Here is a preview of the cell contents:
+    -------------------
+    ### BEGIN HIDDEN TESTS
+    cu.checks.check_attention_scores(attention_scores)
+    -------------------
+
+[AutogradeApp | WARNING] Removing failed notebook: /c/autograded/s04/week1/01_toy_attention.ipynb
+[AutogradeApp | ERROR] There was an error processing assignment 'week1' for student 's04'
+"""
+
+
+def test_a_refusal_reason_is_the_exception_never_a_line_of_dashes():
+    """Issue 39: the summary said "nbgrader refused it (-------------------)"."""
+    assert grade_parts.refusal_reason(TIMEOUT_LOG) == (
+        "nbclient.exceptions.CellTimeoutError: A cell timed out while it was being executed, "
+        "after 4 seconds. The message was: Timeout waiting for IOPub output."
+    )
+    dashes = "[AutogradeApp | ERROR] Traceback (most recent call last):\n    -----\n"
+    assert grade_parts.refusal_reason(dashes) == "Traceback (most recent call last):"
+    assert grade_parts.refusal_reason("[A | ERROR] -----\n") == "no reason found in the log"
+
+
 def _limits(cell, seconds):
     key = grade_parts.cell_key(cell.source)
     return {"cells": {key: seconds}, "seconds": {key: 1.5}, "default": 20}

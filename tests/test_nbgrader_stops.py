@@ -54,3 +54,27 @@ def test_the_cell_a_kernel_died_in_says_so_and_is_marked_for_the_fresh_run():
     assert nb.cells[0].metadata["course_grading"] == {"stopped": "kernel-died"}
     feedback.note(nb, "kernel-died", "The kernel died.")
     assert feedback.cell_label(nb, 1) == "cell 0 (`cu.checks.check_softmax(softmax_stable)`)"
+
+
+SLOW_TO_STOP = (  # answers the interrupt 10 s later, as a long call into C does (issue 39's s04)
+    "import signal, time\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+    "time.sleep(10)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})"
+)
+
+
+def test_a_cell_slow_to_stop_loses_only_itself_not_the_notebook(tmp_path):
+    """Issue 39: a check whose answer walked the filesystem answered the interrupt after
+    nbclient's 4 s wait for its outputs, and nbgrader refused the whole notebook
+    (CellTimeoutError, every point lost). Now that cell is stopped and named, the rest runs."""
+    import pytest
+
+    pytest.importorskip("nbgrader")
+    nb = new_notebook(cells=[new_code_cell(SLOW_TO_STOP), new_code_cell("print('after')")])
+    execute = stops.StopsExecute(timeout=2, kernel_name="python3")
+    nb, _ = execute.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    slow, after = nb.cells
+    assert [o.ename for o in slow.outputs if o.output_type == "error"] == [stops.TIMEOUT]
+    assert "stopped after 2 seconds" in slow.outputs[-1].evalue
+    assert [o.get("text") for o in after.outputs] == ["after\n"]

@@ -10,9 +10,11 @@ modes cross. Each private torch name has a fallback, tested here with the name t
 
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -434,3 +436,59 @@ def test_the_student_process_refuses_writes_names_them_and_leaves_nothing_behind
     assert target.read_bytes() == before
     assert any(w.startswith("cell 3: open for writing: ") and str(target) in w for w in writes)
     assert "scratch.txt" not in found and len(ps) <= 4
+
+
+@needs_bwrap
+def test_a_student_process_cannot_stop_or_kill_the_template_the_next_notebook_needs():
+    """Issue 39: a student's answer that stopped the template (SIGSTOP to its parent) made the
+    next student's judged run wait until nbgrader gave up (0 points). The template is its
+    sandbox's process 1: the signals do not arrive, and the next notebook forks at once."""
+    template = session.StudentTemplate(sandboxed=True)
+    try:
+        template.start()
+        first = template.process
+        for signum in ("SIGSTOP", "SIGKILL", "SIGINT"):
+            run = session.Session(template.fork(session.setup_for(1, None, {})), 1)
+            run.run_cell(f"import os, signal\nos.kill(os.getppid(), signal.{signum})", 60)
+            run.close()
+            template.control.settimeout(20)  # before: 300 s for the reset's reply
+            start = time.monotonic()
+            template.reset()
+            run = session.Session(template.fork(session.setup_for(1, None, {})), 1)
+            run.run_cell("x = 1 + 1", 60)
+            assert run.names(["x"]) == {"x": 2}
+            run.close()
+            template.reset()
+            assert time.monotonic() - start < 10, signum
+            assert template.process is first and template.trouble() is None, signum
+    finally:
+        template.stop()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("signum", [signal.SIGSTOP, signal.SIGKILL])
+def test_a_template_stopped_or_killed_all_the_same_is_started_afresh_before_the_next_fork(signum):
+    template = session.StudentTemplate(sandboxed=True)
+    try:
+        template.start()
+        first = template.process
+        os.kill(_server_pid(first.pid), signum)  # from outside, where signals arrive
+        time.sleep(0.5)  # a killed process takes some ms to be gone
+        template.control.settimeout(20)
+        start = time.monotonic()
+        assert template.reset() == []  # found before asking: no wait for a stopped template
+        assert time.monotonic() - start < 5
+        run = session.Session(template.fork(session.setup_for(1, None, {})), 1)
+        run.run_cell("x = 1 + 1", 60)
+        assert run.names(["x"]) == {"x": 2}
+        run.close()
+        assert template.process is not first and first.poll() is not None
+    finally:
+        template.stop()
+
+
+def _server_pid(pid: int) -> int:
+    """The template's own process (host id): the first under bwrap that is not bwrap."""
+    while open(f"/proc/{pid}/comm").read().strip() == "bwrap":
+        pid = int(open(f"/proc/{pid}/task/{pid}/children").read().split()[0])
+    return pid

@@ -91,12 +91,17 @@ def test_a_warm_kernel_gives_a_plain_kernels_outputs(warm, tmp_path, monkeypatch
     assert ours.cells[3].outputs[0]["ename"] == "ZeroDivisionError"
 
 
-def kernel(env=None, cwd=None):
+def kernel(env=None, cwd=None, timeout=120):
     km = kernels.manager()
     km.start_kernel(**({"env": env} if env else {}), **({"cwd": str(cwd)} if cwd else {}))
     kc = km.client()
     kc.start_channels()
-    kc.wait_for_ready(timeout=120)
+    try:
+        kc.wait_for_ready(timeout=timeout)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        raise
     return km, kc
 
 
@@ -177,6 +182,84 @@ def test_killing_the_client_kills_its_kernel(warm):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+STOPS = [  # a notebook's last cell, to the process that forked its kernel (s09 of issue 39)
+    "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)",
+    "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "import os, signal\nos.kill(os.getppid(), signal.SIGINT)",
+]
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the sandbox is switched off (COURSE_UNSANDBOXED=1)")
+def test_a_kernel_cannot_stop_or_kill_the_server_the_next_notebook_needs(warm):
+    """Issue 39: a kernel that stopped its server (SIGSTOP) made the next student's kernel wait
+    60 s and score 0; one that killed it left the rest of the class cold. The server is its
+    sandbox's process 1: the signals do not arrive, and the next kernel starts warm at once."""
+    for cell in STOPS:
+        km, kc = kernel()
+        try:
+            evaluate(kc, f"exec({cell!r})")
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        start = time.monotonic()
+        km, kc = kernel(timeout=20)  # before: "Kernel didn't respond", as nbgrader saw it
+        try:
+            assert evaluate(kc, "'torch' in __import__('sys').modules"), "a cold kernel"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        assert time.monotonic() - start < 15 and warm.process.poll() is None, cell
+        assert pid_state(server_pid(warm)) not in ("T", "t", "Z", ""), cell
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the sandbox is switched off (COURSE_UNSANDBOXED=1)")
+@pytest.mark.parametrize("signum", [signal.SIGSTOP, signal.SIGKILL])
+def test_a_server_stopped_or_killed_all_the_same_is_started_afresh_before_the_next_kernel(
+    signum, monkeypatch
+):
+    """Belt and braces: a server stopped or killed from outside (the machine, an instructor) is
+    found before the next kernel starts, killed with its sandbox and replaced."""
+    for key in (warm_kernel.ENV_VAR, "JUPYTER_PATH"):
+        monkeypatch.setenv(key, os.environ.get(key, ""))
+    monkeypatch.setattr(kernels, "_started", None)
+    kernels.start(ready=True)
+    first = kernels._started
+    try:
+        pid = server_pid(first)
+        os.kill(pid, signum)
+        deadline = time.monotonic() + 10  # a killed process takes some ms to be gone
+        while pid_state(pid) not in ("T", "t", "Z", "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        km, kc = kernel(timeout=90)  # the fresh server preloads first
+        try:
+            assert evaluate(kc, "1 + 1") == 2
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        assert kernels._started is not first and first.process.poll() is not None
+    finally:
+        if first.process.poll() is None:
+            first.process.kill()
+        if kernels._started is not first:
+            kernels._started.stop()
+
+
+def server_pid(server) -> int:
+    """The server's own process (host id): the first under bwrap that is not bwrap."""
+    pid = server.process.pid
+    while open(f"/proc/{pid}/comm").read().strip() == "bwrap":
+        pid = int(open(f"/proc/{pid}/task/{pid}/children").read().split()[0])
+    return pid
+
+
+def pid_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
 
 
 ATTEMPT = (

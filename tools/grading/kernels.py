@@ -48,7 +48,9 @@ class Server:
             argv[2] = f"{sandbox.GRADER}/warm_kernel.py"
             writable = [(self.runtime, self.runtime)]
             env = kernel_env(env)
-            argv = sandbox.command(argv, read_only=kernel_view(), writable=writable, env=env)
+            argv = sandbox.command(
+                argv, read_only=kernel_view(), writable=writable, env=env, server=True
+            )
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -59,6 +61,7 @@ class Server:
             start_new_session=True,  # a Ctrl-C in the terminal reaches nbgrader, not the server
         )
         listener.close()
+        self.pid: int | None = None  # the server's own process, once seen (bwrap's child)
         atexit.register(self.stop)
 
     def wait_ready(self, timeout: float = 300.0) -> None:
@@ -66,9 +69,23 @@ class Server:
         ready = select.select([self.process.stdout], [], [], timeout)[0]
         if not ready or not self.process.stdout.readline().startswith(b"ready"):
             raise RuntimeError("the warm kernel server did not start")
+        self.trouble()
 
     def wait_listening(self, timeout: float = 30.0) -> None:
         """The socket exists from the start (made here): nothing to wait for."""
+
+    def trouble(self) -> str | None:
+        """Why this server cannot start a kernel now ("it was stopped", "it died", "it exited"),
+        or None."""
+        self.pid = self.pid or sandbox.inner(self.process, self.sandboxed)
+        return sandbox.trouble(self.process, self.pid)
+
+    def kill(self) -> None:
+        """Kill the server and its whole sandbox at once (a stopped one reads no stdin)."""
+        import shutil
+
+        sandbox.kill(self.process, self.sandboxed)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def stop(self) -> None:
         import shutil
@@ -163,13 +180,29 @@ def start(ready: bool = False) -> str:
         if sandbox.wanted():
             runtime_folder()
         return ""
-    if _started is None or _started.process.poll() is not None:
+    if _started is not None and _started.trouble():
+        _started.kill()
+        _started = None
+    if _started is None:
         _started = Server()
     if ready:
         _started.wait_ready()
     os.environ[ENV_VAR] = _started.path
     install_kernelspec(_started.folder)
     return _started.path
+
+
+def ensure() -> str | None:
+    """Before a kernel starts: this process's server, if it has one, can serve; one that was
+    stopped or died (a kernel of the last notebook cannot do that to a sandboxed server, process
+    1 of its sandbox; one without a sandbox it can) is killed with its sandbox and a fresh one
+    started, so no notebook waits for, or fails by, what an earlier one did. Returns what was
+    wrong, or None."""
+    why = _started.trouble() if _started is not None else None
+    if why:
+        print(f"The kernel server had to be started again: {why}.", file=sys.stderr)
+        start()
+    return why
 
 
 def _spec_folder() -> str:
@@ -209,6 +242,11 @@ def __getattr__(name: str):
     from traitlets import default
 
     class _Sandboxed:
+        async def _async_pre_start_kernel(self, **kw):
+            if ensure() and "env" in kw:  # a server an earlier notebook stopped or killed
+                kw["env"] = {**kw["env"], ENV_VAR: os.environ[ENV_VAR]}  # is started afresh
+            return await super()._async_pre_start_kernel(**kw)
+
         @default("transport")
         def _transport_default(self):
             return "ipc"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -176,8 +177,10 @@ def notebook_problems(notebook: Path, limits: dict) -> list[str]:
 
 
 def refusal_reason(log: str) -> str:
-    """nbgrader's reason for refusing a notebook, from the log of that attempt: the last line of
-    the last traceback it printed (the exception and its message), else its last error line."""
+    """nbgrader's reason for refusing a notebook, from the log of that attempt: the exception
+    line of the last traceback it printed (its class and message; a message that starts on the
+    next line, as nbclient's ``CellTimeoutError`` has it, joined on), else its last error line.
+    Never a line without a word (the dashes around a ``CellTimeoutError``'s preview of the cell)."""
     lines = log.splitlines()
     starts = [i for i, line in enumerate(lines) if "Traceback (most recent call last)" in line]
     if starts:
@@ -185,12 +188,52 @@ def refusal_reason(log: str) -> str:
         for line in lines[starts[-1] + 1 :]:
             if line.startswith("[") and "|" in line:  # the next log record
                 break
-            body.append(line.strip())
-        body = [b for b in body if b]
-        if body:
-            return body[-1]
+            body.append(line.rstrip())
+        found = _exception_line(body)
+        if found:
+            return found
     errors = [line.split("]", 1)[-1].strip() for line in lines if "| ERROR]" in line]
+    errors = [e for e in errors if _wordy(e)]
     return errors[-1] if errors else "no reason found in the log"
+
+
+def _wordy(line: str) -> bool:
+    return any(c.isalpha() for c in line)
+
+
+_EXCEPTION = re.compile(
+    r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Timeout|Failure|Warning)(: |:?$)"
+)
+
+
+def _exception_line(body: list[str]) -> str | None:
+    """The exception line of a traceback's ``body`` (the lines after "Traceback ..."): the last
+    line at the traceback's own indent after its last frame that names an exception class, with
+    the message's next lines (two at most, up to a line without a word or nbclient's preview of
+    the cell); else the last line with a word."""
+    text = [b for b in body if b.strip()]
+    if not text:
+        return None
+    base = min(_indent(b) for b in text)
+    frames = [i for i, b in enumerate(body) if b.lstrip().startswith('File "')]
+    heads = [
+        i
+        for i in range(frames[-1] + 1 if frames else 0, len(body))
+        if _indent(body[i]) == base and _EXCEPTION.match(body[i].strip())
+    ]
+    if not heads:
+        return next((b.strip() for b in reversed(text) if _wordy(b)), None)
+    words = [body[heads[-1]].strip()]
+    for line in body[heads[-1] + 1 : heads[-1] + 3]:
+        line = line.strip()
+        if not _wordy(line) or line.startswith("Here is a preview"):
+            break
+        words.append(line)
+    return " ".join(words)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
 
 
 def refused_notebook(release: Path, reason: str, log: Path):

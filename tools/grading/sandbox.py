@@ -134,12 +134,17 @@ def command(
     hidden: list[str] = (),
     env: dict[str, str] | None = None,
     cwd: str = WORK,
+    server: bool = False,
 ) -> list[str]:
     """The bwrap command running ``argv`` in a sandbox with the system view, ``read_only`` and
     ``writable`` (source, inside) binds, the folders ``hidden`` emptied (read-only tmpfs over
-    them), fresh scratch folders, and exactly the environment ``env``."""
+    them), fresh scratch folders, and exactly the environment ``env``. ``server``: ``argv`` is a
+    fork server and runs as the sandbox's process 1 (``--as-pid-1``), which Linux shields from
+    the other processes of its namespace: a signal they send it arrives only if it has a handler
+    for it, so SIGSTOP and SIGKILL never do (it must ignore the rest, :func:`shield`, and reap
+    what is left to it)."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, *_ISOLATION]
+    args = [bwrap, *_ISOLATION, *(["--as-pid-1"] if server else [])]
     system = _system_paths()
     binds = [inside for _, inside in [*read_only, *writable]]
     for path, mounts, exact in [(p, (*SCRATCH, GRADER, COURSE), True) for p in system] + [
@@ -191,8 +196,79 @@ def inside_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def state(pid: int) -> str:
+    """The state letter of process ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie ...); "" when
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def trouble(process: subprocess.Popen, server: int | None = None) -> str | None:
+    """Why a server cannot serve: ``process`` (bwrap, or the server itself) has exited, or the
+    server (``server``: its host id, bwrap's child once started) was stopped or died; None when
+    it runs."""
+    if process.poll() is not None:
+        return "it exited"
+    for pid in (process.pid, server or process.pid):
+        letter = state(pid)
+        if letter in ("T", "t"):
+            return "it was stopped"
+        if letter in ("", "Z", "X", "x"):
+            return "it died"
+    return None
+
+
+def inner(process: subprocess.Popen, sandboxed: bool) -> int | None:
+    """The host id of the server started as ``process``: bwrap's child (its process 1), or the
+    process itself; None while bwrap has not started it yet."""
+    if not sandboxed:
+        return process.pid
+    found = children(process.pid)
+    return found[0] if found else None
+
+
+def kill(process: subprocess.Popen, sandboxed: bool) -> None:
+    """Kill a server started as ``process`` and everything in its sandbox (bwrap's child is its
+    process 1: the namespace dies with it), then reap bwrap."""
+    if process.poll() is not None:  # reaped: its id may be another process's now
+        return
+    for pid in [*(children(process.pid) if sandboxed else []), process.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 # ----------------------------------------------------------------------------- inside the sandbox
 PR_SET_DUMPABLE = 4
+
+
+def shield() -> None:
+    """In a server that is its sandbox's process 1: ignore SIGINT (Python's only handler, which
+    would let a student's ``os.kill(1, SIGINT)`` raise KeyboardInterrupt here); the other
+    signals have no handler, so a process of the sandbox cannot deliver them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def no_dumping() -> bool:

@@ -341,13 +341,25 @@ class StudentTemplate:
     def __init__(self, sandboxed: bool | None = None) -> None:
         """``sandboxed``: None, as the environment says (the sandbox unless COURSE_UNSANDBOXED)."""
         self.process: subprocess.Popen | None = None
+        self.pid: int | None = None  # the template's own process, once seen (bwrap's child)
         self.control: socket.socket | None = None
         self.sandboxed = sandbox.active() if sandboxed is None else sandboxed
         self.work = None
 
+    def trouble(self) -> str | None:
+        """Why the template cannot fork now ("it was stopped", "it died", "it exited"), or None."""
+        if self.process is None:
+            return "not started"
+        self.pid = self.pid or sandbox.inner(self.process, self.sandboxed)
+        return sandbox.trouble(self.process, self.pid)
+
     def start(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        """Start the template, or start a fresh one where the last is gone, stopped or dead (a
+        sandboxed one is its sandbox's process 1, which no student process can stop or kill;
+        one without a sandbox can be): no notebook waits for, or fails by, an earlier one."""
+        if self.process is not None and not self.trouble():
             return
+        self.stop()
         ours, theirs = socket.socketpair()
         if self.sandboxed:
             script = f"{sandbox.GRADER}/student_server.py"
@@ -356,7 +368,7 @@ class StudentTemplate:
             read_only += [(str(HERE / name), f"{sandbox.GRADER}/{name}") for name in SERVER_FILES]
             hidden = [f"{sandbox.COURSE}/course_utils/{d}" for d in ("checks", "chapters")]
             argv = sandbox.command(
-                argv, read_only=read_only, hidden=hidden, env=sandbox.inside_env()
+                argv, read_only=read_only, hidden=hidden, env=sandbox.inside_env(), server=True
             )
             env = None
         else:
@@ -381,6 +393,7 @@ class StudentTemplate:
         if not message or not message.get("ready"):
             self.stop()
             raise RuntimeError("the student process's template did not start")
+        self.trouble()  # it runs: its own process is known from now on
 
     def fork(self, setup: dict) -> socket.socket:
         """A student process for one notebook: the judge's end of its socket."""
@@ -400,7 +413,8 @@ class StudentTemplate:
     def reset(self) -> list[str]:
         """Kill what the last notebook left running, empty the scratch folders; the writes that
         the sandbox refused, in words."""
-        if self.control is None or self.process is None or self.process.poll() is not None:
+        if self.control is None or self.process is None or self.trouble():
+            self.stop()  # the next fork starts a fresh one
             return []
         try:
             sandbox.send_message(self.control, {"op": "reset"})
@@ -417,10 +431,8 @@ class StudentTemplate:
             self.control.close()
             self.control = None
         if self.process is not None:
-            if self.process.poll() is None:
-                self.process.kill()
-            self.process.wait()
-            self.process = None
+            sandbox.kill(self.process, self.sandboxed)
+            self.process, self.pid = None, None
 
 
 def setup_for(chapter: int, folder: str | None, env: dict[str, str]) -> dict:

@@ -36,6 +36,7 @@ from tools.grading.feedback import (
 from tools.grading.optional import optional_base
 
 MAX_DEATHS = 3
+GRACE = 30  # seconds an interrupted cell's kernel gets to stop before the notebook goes on
 TIMEOUT, RAISED, DIED = "Timeout", "KeyboardInterrupt", "KernelDied"  # the enames left in outputs
 STAND_IN = "raise RuntimeError('not run again: the kernel died in this cell')"
 GIVEN_UP = "raise RuntimeError('not run: the kernel died {n} times in this notebook')"
@@ -75,11 +76,34 @@ def mark_dead(cell) -> None:
 
 
 class StopsExecute(optional_base("nbgrader.preprocessors", "Execute")):
-    """nbgrader's Execute, naming every stop and grading around a kernel that died (see above)."""
+    """nbgrader's Execute, naming every stop and grading around a kernel that died (see above),
+    and waiting for an interrupted cell to stop (see :meth:`_async_handle_timeout`)."""
 
     def preprocess_cell(self, cell, resources, index):
         self._running = index
-        return super().preprocess_cell(cell, resources, index)
+        if not hasattr(self, "_iopub"):
+            self._iopub = self.iopub_timeout
+        self.iopub_timeout = self._iopub
+        # outputs that come late (a loaded machine) are not a reason to refuse the notebook: a
+        # cell whose reply says it failed gets that error from nbgrader all the same, and a
+        # check that passed is confirmed by the judge (guard.py)
+        self.raise_on_iopub_timeout = False
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        finally:
+            self.iopub_timeout = self._iopub
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """A cell past its limit is interrupted, and nbclient then waits ``iopub_timeout`` (4 s)
+        for the kernel to stop; code that answers the interrupt later (a long call into C: a
+        file read, a tensor operation; a loaded machine) made nbgrader (``raise_on_iopub_timeout``)
+        refuse the whole notebook, every point lost (issue 39: an answer that walked the
+        filesystem). Here the kernel gets :data:`GRACE` seconds, or the cell's limit if longer,
+        to stop, and the cell is named as stopped; should the kernel still be busy after that,
+        the notebook goes on all the same (the next cell queues behind it, with its own limit)."""
+        reply = await super()._async_handle_timeout(timeout, cell)
+        self.iopub_timeout = max(self._iopub, int(timeout or 0), GRACE)
+        return reply
 
     def preprocess(self, nb, resources=None, km=None):
         from nbclient.exceptions import DeadKernelError

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import importlib
 import os
+import signal
 import socket
 import sys
 import time
@@ -279,6 +280,8 @@ def serve_template(control: socket.socket, work: str, inside: bool) -> int:
     process and empties the scratch folders; outside (no sandbox): the fork's process group and
     ``work``."""
     sandbox.no_dumping()
+    if os.getpid() == 1:  # the sandbox's process 1 (session.StudentTemplate): unstoppable
+        sandbox.shield()
     last = 0
     writes_in, writes_out = os.pipe()
     os.set_blocking(writes_in, False)
@@ -337,6 +340,7 @@ def _child(sock: socket.socket, setup: dict, writes: int, work: str, inside: boo
         for fd in (0, 1, 2) if not os.environ.get("COURSE_GRADER_DEBUG") else (0, 1):
             os.dup2(null, fd)
         os.setsid()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the template ignores it
         os.chdir(work)
         for name, data in setup.get("files", {}).items():
             path = os.path.join(work, name)

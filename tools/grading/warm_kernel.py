@@ -14,7 +14,10 @@ Three parts, all in this file:
   as one exits, it resets the sandbox: every other process killed, the scratch folders emptied,
   so nothing of one notebook reaches the next; the notebook's folder is copied into the scratch
   folder, which is the kernel's working folder. The server is not dumpable: no kernel can write
-  into the memory the next one is forked from. It exits when its standard input closes;
+  into the memory the next one is forked from. It is the sandbox's process 1, so no kernel can
+  stop or kill it (``sandbox.command(server=True)``); should it stop or die all the same, the
+  grader starts a fresh one before the next kernel (``kernels.ensure``). It exits when its
+  standard input closes;
 * the **client**: what the kernelspec runs (``python -S tools/grading/warm_kernel.py -f CONNECTION``,
   standard library only, so it starts in milliseconds). It asks the server named by
   ``$COURSE_WARM_KERNEL`` for a kernel (passing its standard streams and its working folder),
@@ -212,6 +215,8 @@ def serve(fd: int, sandboxed: bool) -> int:
     server, kernels = os.getpid(), set()
     if sandboxed:
         sandbox.no_dumping()
+    if os.getpid() == 1:  # the sandbox's process 1 (kernels.Server): no kernel can stop or kill it
+        sandbox.shield()
     preload()
     print("ready", flush=True)
     while True:
@@ -338,6 +343,8 @@ def _kernel(conn: socket.socket, fds: list[int], request: dict, sandboxed: bool)
         from ipykernel.kernelapp import IPKernelApp
 
         parent = os.environ.get("JPY_PARENT_PID") or "0"  # read by the trait at import: set it
+        if os.getppid() == 1:  # forked by the sandbox's process 1: ipykernel's poller would take
+            parent = "0"  # that for an orphan's reparenting and exit; the client ends us instead
         argv = [*request["argv"], f"--IPKernelApp.parent_handle={int(parent)}"]
         sys.argv = [ipykernel_launcher.__file__, *request["argv"]]
         IPKernelApp.launch_instance(argv=argv)
