@@ -32,11 +32,39 @@ import types
 from course_utils.checks._engine.core import Check, CheckFailure, handed_in, shown
 
 IMPORTED = "import:"  # tools/grading/student_server.py's mark of a failed import of a shortcut
-# A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
+# A chapter's ALLOWED_SHORTCUTS names these keys: (the torch functions watched, what students call).
+# Each shortcut under all its names: the public function, and the ATen operators it runs on (a
+# stranger's attack scored with torch.ops.aten._scaled_dot_product_attention_math, reached as
+# torch.ops.aten.X, torch.ops.aten.X.default, torch.X or torch._C._VariableFunctions.X).
 SHORTCUTS = {
-    "sdpa": ("scaled_dot_product_attention", "F.scaled_dot_product_attention"),
-    "mha": ("multi_head_attention_forward", "nn.MultiheadAttention"),
-    "flex": ("flex_attention", "FlexAttention"),
+    "sdpa": (
+        (
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_attention_math",
+            "_scaled_dot_product_attention_math_for_mps",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_fused_attention_overrideable",
+            "_flash_attention_forward",
+            "_flash_attention_forward_no_dropout_inplace",
+            "_efficient_attention_forward",
+            "_cudnn_attention_forward",
+            "_triton_scaled_dot_attention",
+        ),
+        "F.scaled_dot_product_attention",
+    ),
+    "mha": (
+        (
+            "multi_head_attention_forward",
+            "_native_multi_head_attention",
+            "_triton_multi_head_attention",
+            "_transformer_encoder_layer_fwd",
+        ),
+        "nn.MultiheadAttention",
+    ),
+    "flex": (("flex_attention",), "FlexAttention"),
 }
 
 
@@ -49,7 +77,7 @@ def chapter_of(module_name: str) -> str | None:
 def forbidden_for(check) -> dict[str, str]:
     """{torch function name: what students call} of the shortcuts ``check``'s chapter forbids."""
     allowed = getattr(sys.modules[check.__module__], "ALLOWED_SHORTCUTS", tuple(SHORTCUTS))
-    return dict(v for k, v in SHORTCUTS.items() if k not in allowed)
+    return {n: call for k, (names, call) in SHORTCUTS.items() if k not in allowed for n in names}
 
 
 def guard(check, session=None):
