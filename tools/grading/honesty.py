@@ -13,11 +13,15 @@ student's own kernel.
 The shortcuts: each chapter states in its ``checks.py`` the library shortcuts its exercises may
 use, ``ALLOWED_SHORTCUTS`` (names of :data:`SHORTCUTS`). While a check runs, the student process
 watches the student's code for the others (a torch function mode under the student's own, and a
-profile hook for those written in Python, such as FlexAttention) and reports each to the judge,
-which fails the check with ``shortcut_not_allowed``; on a torch that lacks the shortcut (FlexAttention
-before 2.5) the student's import of it is named, where it caused the check's failure. That watch runs where the student's code
-runs: it names a shortcut taken openly, and a student who works at hiding one from it can; the
-result itself is still checked by the judge.
+profile hook for those written in Python, such as FlexAttention), under each name it has: the
+public function and the ATen operators it runs on, called as ``torch.ops.aten.X`` (with or without
+an overload, or through the overload's ``_op``, ``decompose`` or ``redispatch``), ``torch.X`` or
+``torch._C._VariableFunctions.X`` (a raw dispatcher handle's ``redispatch_boxed`` or
+``torch._C._dispatch_call_boxed`` passes unseen), and reports each to the judge, which fails the
+check with ``shortcut_not_allowed``; on a torch that lacks the shortcut (FlexAttention before 2.5)
+the student's import of it is named, where it caused the check's failure. That watch runs where
+the student's code runs: it names a shortcut taken openly, and a student who works at hiding one
+from it can; the result itself is still checked by the judge.
 """
 
 from __future__ import annotations
