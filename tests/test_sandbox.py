@@ -434,3 +434,18 @@ def test_the_student_process_refuses_writes_names_them_and_leaves_nothing_behind
     assert target.read_bytes() == before
     assert any(w.startswith("cell 3: open for writing: ") and str(target) in w for w in writes)
     assert "scratch.txt" not in found and len(ps) <= 4
+
+
+def test_a_forbidden_layer_class_cannot_cross_to_the_judge():
+    """nn.MultiheadAttention (or a subclass) handed to the judge by name is refused where the
+    chapter forbids it: the table was keyed "mha" while the session holds torch function names,
+    so it never matched (found by a helper reading the judge)."""
+    ref = ("torch.nn.modules.activation", "MultiheadAttention")
+    forbids = JudgeCodec(
+        session.Session(None, chapter=1, forbidden=["multi_head_attention_forward"])
+    )
+    with pytest.raises(wire.WireError, match="shortcut this chapter does not allow"):
+        forbids.find_class((*ref, []))
+    assert (
+        JudgeCodec(session.Session(None, chapter=9)).find_class((*ref, [])) is nn.MultiheadAttention
+    )
