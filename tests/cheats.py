@@ -4,8 +4,9 @@
 test_cheats.py`` grades a class that plays them with ``make grade`` and nbgrader. Each cheat keeps
 the rest of its notebook right: it must lose exactly the point of the check it is planted for.
 Eleven are the issue's (numbers 0-8, 13 and 14); 9-12 were found while building the judge, and
-CLASSMATE needs a class (tests/nbgrader/test_cheats.py). Each scored its point on the guard of
-commit c5159ca (docs/instructors.md, "What the sandbox protects").
+CLASSMATE needs a class (tests/nbgrader/test_cheats.py): each scored its point on the guard of
+commit c5159ca (docs/instructors.md, "What the sandbox protects"). 15-17 were found by a stranger's
+attack (a forbidden shortcut called by its ATen operator's name): each scored on commit d38d486.
 """
 
 from __future__ import annotations
@@ -289,6 +290,45 @@ class CausalAttention(cu.chapters.CausalAttention):
 class QuietBugFixed(QuietBug):
     def forward(self, x):
         return cu.chapters.CausalAttention.forward(self, x)
+""",
+    ),
+    # -- found by a stranger's attack (issue 39): a shortcut the chapter forbids, under the name of
+    # the ATen operator it runs on; each scored its point on the guard of commit d38d486
+    Cheat(
+        "SDPA's math operator through torch.ops.aten (the stranger's attack)",
+        "01",
+        W1,
+        C1,
+        """\
+def attention_weights(inputs):
+    x = inputs[None]
+    return torch.ops.aten._scaled_dot_product_attention_math(x, x, x, scale=1.0)[1][0]
+""",
+    ),
+    Cheat(
+        "SDPA's CPU flash operator as torch._C._VariableFunctions._scaled_dot_product_...",
+        "01",
+        "ch01_context_vectors",
+        "ch01_check_context_vectors",
+        """\
+def context_vectors(inputs):
+    x = inputs[None, None]
+    return torch._C._VariableFunctions._scaled_dot_product_flash_attention_for_cpu(x, x, x, scale=1.0)[0][0, 0]
+""",
+    ),
+    Cheat(
+        "nn.MultiheadAttention's fast-path operator, torch.ops.aten._native_multi_head_attention.default",
+        "01",
+        "ch01_context_vectors",
+        "ch01_check_context_vectors",
+        """\
+def context_vectors(inputs):
+    d = inputs.shape[-1]
+    eye, zero = torch.eye(d), torch.zeros(d)
+    qkv = torch.cat([eye * d**0.5, eye, eye])  # the operator divides q @ k.T by sqrt(d)
+    x = inputs[None]
+    op = torch.ops.aten._native_multi_head_attention.default
+    return op(x, x, x, d, 1, qkv, torch.zeros(3 * d), eye, zero, need_weights=False)[0][0]
 """,
     ),
 ]

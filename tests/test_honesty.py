@@ -96,6 +96,103 @@ def test_sdpa_is_refused_where_the_chapter_asks_for_attention_by_hand(judged, ch
     assert "F.scaled_dot_product_attention" in message
 
 
+# SDPA and MHA under the names of the ATen operators they run on: a stranger's attack scored chapter
+# 01's point with torch.ops.aten._scaled_dot_product_attention_math; each of these scored on commit
+# d38d486 (torch._C._nn.scaled_dot_product_attention and F.__dict__[...] were already refused).
+_ATEN, _DK = torch.ops.aten, torch._C.DispatchKey
+
+
+def _bhnd(x):
+    return x[None, None]  # (1, 1, n, d)
+
+
+def _mha_args(x):  # one head whose projections give softmax(x @ x.T) @ x (q scaled by sqrt(d))
+    d, eye = x.shape[-1], torch.eye(x.shape[-1])
+    qkv = torch.cat([eye * x.shape[-1] ** 0.5, eye, eye])
+    return x[None], x[None], x[None], d, 1, qkv, torch.zeros(3 * d), eye, torch.zeros(d)
+
+
+_MATH = _ATEN._scaled_dot_product_attention_math.default
+ROUTES = {
+    "torch.ops.aten._scaled_dot_product_attention_math": lambda x: (
+        _ATEN._scaled_dot_product_attention_math(x, x, x, scale=1.0)[0]
+    ),
+    "torch.ops.aten.scaled_dot_product_attention.default": lambda x: (
+        _ATEN.scaled_dot_product_attention.default(x, x, x, scale=1.0)
+    ),
+    "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu": lambda x: (
+        _ATEN._scaled_dot_product_flash_attention_for_cpu(*[_bhnd(x)] * 3, scale=1.0)[0][0, 0]
+    ),
+    "OpOverload._op": lambda x: _MATH._op(x, x, x, scale=1.0)[0],
+    "OpOverload.decompose": lambda x: _MATH.decompose(x, x, x, scale=1.0)[0],
+    "OpOverload.redispatch": lambda x: _MATH.redispatch(
+        torch._C.DispatchKeySet(_DK.CPU), x, x, x, scale=1.0
+    )[0],
+    "OpOverload._op_dk": lambda x: _MATH._op_dk(_DK.CompositeImplicitAutograd, x, x, x, scale=1.0)[
+        0
+    ],
+    "torch._C._VariableFunctions._scaled_dot_product_attention_math": lambda x: (
+        torch._C._VariableFunctions._scaled_dot_product_attention_math(x, x, x, scale=1.0)[0]
+    ),
+    "torch._scaled_dot_product_flash_attention_for_cpu": lambda x: (
+        torch._scaled_dot_product_flash_attention_for_cpu(*[_bhnd(x)] * 3, scale=1.0)[0][0, 0]
+    ),
+    "torch._C._nn.scaled_dot_product_attention": lambda x: (
+        torch._C._nn.scaled_dot_product_attention(x, x, x, scale=1.0)
+    ),
+    "F.__dict__['scaled_dot_product_attention']": lambda x: F.__dict__[
+        "scaled_dot_product_attention"
+    ](x, x, x, scale=1.0),
+    "torch._native_multi_head_attention": lambda x: torch._native_multi_head_attention(
+        *_mha_args(x)
+    )[0][0],
+    "torch.ops.aten._native_multi_head_attention.default": lambda x: (
+        _ATEN._native_multi_head_attention.default(*_mha_args(x))[0][0]
+    ),
+}
+for _name, _route in ROUTES.items():  # the student process finds each by module and name
+    _route.__name__ = _route.__qualname__ = "route_" + "".join(
+        c if c.isalnum() else "_" for c in _name
+    )
+    globals()[_route.__name__] = _route
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_sdpa_and_mha_under_an_aten_operators_name_are_refused(judged, route):
+    """Each route computes chapter 01's context vectors right (so it would score), and is refused."""
+    checks, remote = judged
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(ROUTES[route](x), torch.softmax(x @ x.T, -1) @ x)
+    message = _refused(checks.check_context_vectors, remote(ROUTES[route]), "shortcut_not_allowed")
+    expected = (
+        "nn.MultiheadAttention" if "multi_head" in route else "F.scaled_dot_product_attention"
+    )
+    assert expected in message and "chapter 01" in message
+
+
+def test_the_watch_names_the_gpu_only_attention_operators():
+    """The GPU's SDPA operators (flash, memory-efficient, cuDNN) cannot run on this machine's CPU;
+    their meta kernels run here, and the student process's watch names each as SDPA."""
+    from tools.grading import student
+
+    forbidden = {n: call for names, call in SHORTCUTS.values() for n in names}
+    q = torch.randn(1, 1, 4, 8, device="meta")
+    calls = {  # an older supported torch may lack some: those are not there to be called
+        "_scaled_dot_product_efficient_attention": (q, q, q, None, False),
+        "_scaled_dot_product_flash_attention": (q, q, q),
+        "_scaled_dot_product_cudnn_attention": (q, q, q, None, False),
+        "_scaled_dot_product_fused_attention_overrideable": (q, q, q),
+        "_flash_attention_forward": (q, q, q, None, None, 4, 4, 0.0, False, False),
+    }
+    there = [n for n in calls if hasattr(_ATEN, n)]
+    assert len(there) >= 2  # flash and memory-efficient: in every supported torch
+    for name, args in ((n, calls[n]) for n in there):
+        recorder = student.Recorder(None, False, tuple(forbidden))
+        with recorder:
+            getattr(_ATEN, name).default(*args)
+        assert [forbidden[s] for s in recorder.seen] == ["F.scaled_dot_product_attention"]
+
+
 def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis(judged):
     checks, remote = judged
     _refused(checks.check_blockwise_attention, remote(_blockwise_by_sdpa), "blockwise_uses_sdpa")
@@ -219,3 +316,21 @@ def test_the_students_own_kernel_accepts_another_chapters_export(capsys):
     """Later chapters use earlier chapters' code: chapter 05's wrapper of chapter 04's class."""
     assert_passes(cu.checks.check_multihead_wrapper, correct05.WrapperConcat, capsys=capsys)
     assert handed_in(C.CausalAttention, "ch05") is None and handed_in(C.causal_mask, "ch04") is None
+
+
+def test_a_forbidden_layer_class_cannot_cross_to_the_judge():
+    """nn.MultiheadAttention (or a subclass) handed to the judge by name is refused where the
+    chapter forbids it: the table was keyed "mha" while the session holds torch function names,
+    so it never matched (found by a helper reading the judge)."""
+    from tools.grading import session, wire
+    from tools.grading.judge import JudgeCodec
+
+    ref = ("torch.nn.modules.activation", "MultiheadAttention")
+    forbids = JudgeCodec(
+        session.Session(None, chapter=1, forbidden=["multi_head_attention_forward"])
+    )
+    with pytest.raises(wire.WireError, match="shortcut this chapter does not allow"):
+        forbids.find_class((*ref, []))
+    assert (
+        JudgeCodec(session.Session(None, chapter=9)).find_class((*ref, [])) is nn.MultiheadAttention
+    )

@@ -13,11 +13,15 @@ student's own kernel.
 The shortcuts: each chapter states in its ``checks.py`` the library shortcuts its exercises may
 use, ``ALLOWED_SHORTCUTS`` (names of :data:`SHORTCUTS`). While a check runs, the student process
 watches the student's code for the others (a torch function mode under the student's own, and a
-profile hook for those written in Python, such as FlexAttention) and reports each to the judge,
-which fails the check with ``shortcut_not_allowed``; on a torch that lacks the shortcut (FlexAttention
-before 2.5) the student's import of it is named, where it caused the check's failure. That watch runs where the student's code
-runs: it names a shortcut taken openly, and a student who works at hiding one from it can; the
-result itself is still checked by the judge.
+profile hook for those written in Python, such as FlexAttention), under each name it has: the
+public function and the ATen operators it runs on, called as ``torch.ops.aten.X`` (with or without
+an overload, or through the overload's ``_op``, ``decompose`` or ``redispatch``), ``torch.X`` or
+``torch._C._VariableFunctions.X`` (a raw dispatcher handle's ``redispatch_boxed`` or
+``torch._C._dispatch_call_boxed`` passes unseen), and reports each to the judge, which fails the
+check with ``shortcut_not_allowed``; on a torch that lacks the shortcut (FlexAttention before 2.5)
+the student's import of it is named, where it caused the check's failure. That watch runs where
+the student's code runs: it names a shortcut taken openly, and a student who works at hiding one
+from it can; the result itself is still checked by the judge.
 """
 
 from __future__ import annotations
@@ -32,11 +36,39 @@ import types
 from course_utils.checks._engine.core import Check, CheckFailure, handed_in, shown
 
 IMPORTED = "import:"  # tools/grading/student_server.py's mark of a failed import of a shortcut
-# A chapter's ALLOWED_SHORTCUTS names these keys: (the torch function watched, what students call)
+# A chapter's ALLOWED_SHORTCUTS names these keys: (the torch functions watched, what students call).
+# Each shortcut under all its names: the public function, and the ATen operators it runs on (a
+# stranger's attack scored with torch.ops.aten._scaled_dot_product_attention_math, reached as
+# torch.ops.aten.X, torch.ops.aten.X.default, torch.X or torch._C._VariableFunctions.X).
 SHORTCUTS = {
-    "sdpa": ("scaled_dot_product_attention", "F.scaled_dot_product_attention"),
-    "mha": ("multi_head_attention_forward", "nn.MultiheadAttention"),
-    "flex": ("flex_attention", "FlexAttention"),
+    "sdpa": (
+        (
+            "scaled_dot_product_attention",
+            "_scaled_dot_product_attention_math",
+            "_scaled_dot_product_attention_math_for_mps",
+            "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_cudnn_attention",
+            "_scaled_dot_product_fused_attention_overrideable",
+            "_flash_attention_forward",
+            "_flash_attention_forward_no_dropout_inplace",
+            "_efficient_attention_forward",
+            "_cudnn_attention_forward",
+            "_triton_scaled_dot_attention",
+        ),
+        "F.scaled_dot_product_attention",
+    ),
+    "mha": (
+        (
+            "multi_head_attention_forward",
+            "_native_multi_head_attention",
+            "_triton_multi_head_attention",
+            "_transformer_encoder_layer_fwd",
+        ),
+        "nn.MultiheadAttention",
+    ),
+    "flex": (("flex_attention",), "FlexAttention"),
 }
 
 
@@ -49,7 +81,7 @@ def chapter_of(module_name: str) -> str | None:
 def forbidden_for(check) -> dict[str, str]:
     """{torch function name: what students call} of the shortcuts ``check``'s chapter forbids."""
     allowed = getattr(sys.modules[check.__module__], "ALLOWED_SHORTCUTS", tuple(SHORTCUTS))
-    return dict(v for k, v in SHORTCUTS.items() if k not in allowed)
+    return {n: call for k, (names, call) in SHORTCUTS.items() if k not in allowed for n in names}
 
 
 def guard(check, session=None):

@@ -48,7 +48,8 @@ _BUILTIN_TYPES = {
     for k in [*vars(builtins).values(), *vars(types).values(), *vars(collections).values()]
     if isinstance(k, type)
 }
-SHORTCUT_CLASSES = {"mha": nn.MultiheadAttention}
+# keyed by the torch function name the chapter forbids (honesty.SHORTCUTS), as session.forbidden holds
+SHORTCUT_CLASSES = {"multi_head_attention_forward": nn.MultiheadAttention}
 
 
 class StudentError(Exception):

@@ -241,22 +241,24 @@ class Recorder(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def _watch_calls(self, frame, event, arg) -> None:
+        if event != "call":
+            return
         code = frame.f_code
-        if (
-            event == "call"
-            and code.co_name in self.forbidden
-            and code.co_filename.startswith(_TORCH)
-        ):
+        name = code.co_name  # an ATen operator's redispatch/decompose skip torch function modes
+        if name in ("redispatch", "decompose") and code.co_filename == _OPS:
+            name = op_name(frame.f_locals.get("self"))
+        if name in self.forbidden and code.co_filename.startswith(_TORCH):
             if from_student(frame.f_back):
-                self.seen.append(code.co_name)
+                self.seen.append(name)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # FlexAttention compiles its own call: not the student's
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
-        if name in self.forbidden and from_student(sys._getframe(1)):
-            self.seen.append(name)
+        op = op_name(func) if name.__class__ is str and "." in name else name  # no call: cheap
+        if op in self.forbidden and from_student(sys._getframe(1)):
+            self.seen.append(op)
         if not self.record:
             return func(*args, **kwargs)
         entry = self._encoded(lambda: [func_ref(func), *map(self.codec.encode, (args, kwargs))])
@@ -319,6 +321,15 @@ def func_ref(func) -> tuple:
 
 
 _TORCH = os.path.dirname(torch.__file__)
+_OPS = os.path.join(_TORCH, "_ops.py")
+
+
+def op_name(func) -> str:
+    """A torch function's name; an ATen operator's without its overload (``torch.ops.aten.X``,
+    ``torch.ops.aten.X.default``: ``"X"``), as in ``torch.X`` or ``torch._C._VariableFunctions.X``."""
+    return str(getattr(func, "__name__", "")).partition(".")[0]
+
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
