@@ -6,7 +6,8 @@ the rest of its notebook right: it must lose exactly the point of the check it i
 Eleven are the issue's (numbers 0-8, 13 and 14); 9-12 were found while building the judge, and
 CLASSMATE needs a class (tests/nbgrader/test_cheats.py): each scored its point on the guard of
 commit c5159ca (docs/instructors.md, "What the sandbox protects"). 15-17 were found by a stranger's
-attack (a forbidden shortcut called by its ATen operator's name): each scored on commit d38d486.
+attack (a forbidden shortcut called by its ATen operator's name): each scored on commit d38d486;
+18 by a second stranger's (SDPA inside TorchScript), which scored on commit 5add475.
 """
 
 from __future__ import annotations
@@ -329,6 +330,23 @@ def context_vectors(inputs):
     x = inputs[None]
     op = torch.ops.aten._native_multi_head_attention.default
     return op(x, x, x, d, 1, qkv, torch.zeros(3 * d), eye, zero, need_weights=False)[0][0]
+""",
+    ),
+    # -- found by a second stranger's attack: TorchScript runs compiled code that no torch function
+    # mode or profile hook sees; it scored on commit 5add475 (the sandbox now turns the JIT off)
+    Cheat(
+        "SDPA inside a @torch.jit.script function (the second stranger's attack)",
+        "01",
+        "ch01_context_vectors",
+        "ch01_check_context_vectors",
+        """@torch.jit.script
+def _hidden(x: torch.Tensor) -> torch.Tensor:
+    q = x.unsqueeze(0)
+    return torch.nn.functional.scaled_dot_product_attention(q, q, q, scale=1.0).squeeze(0)
+
+
+def context_vectors(inputs):
+    return _hidden(inputs)
 """,
     ),
 ]

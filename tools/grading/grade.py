@@ -53,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tools.grading import kernels  # noqa: E402
 from tools.grading.course import set_db_url  # noqa: E402
 from tools.grading.kernels import start as start_warm_kernels  # noqa: E402
 from tools.grading.parts import (  # noqa: E402
@@ -483,9 +484,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"{args.course} has no nbgrader_config.py: is it an nbgrader course directory?"
         )
-    Run(args.course, args.assignment, args.workers, args.db).run(args.students, args.force)
+    with kernels.folder_for_the_run():  # every worker's kernels' sockets, removed after
+        Run(args.course, args.assignment, args.workers, args.db).run(args.students, args.force)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

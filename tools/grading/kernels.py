@@ -5,6 +5,7 @@ kernelspec, the KernelManager that reaches a sandboxed kernel over ZeroMQ's ipc 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -51,15 +52,19 @@ class Server:
             argv = sandbox.command(
                 argv, read_only=kernel_view(), writable=writable, env=env, server=True
             )
+        errors = sandbox.capped_output(2) if self.sandboxed else None  # not our log file itself
         self.process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=errors,
             pass_fds=[fd],
             cwd=ROOT,
             env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches nbgrader, not the server
         )
+        if errors is not None:
+            os.close(errors)
         listener.close()
         self.pid: int | None = None  # the server's own process, once seen (bwrap's child)
         atexit.register(self.stop)
@@ -121,6 +126,46 @@ def runtime_folder() -> str:
     return _runtime[1]
 
 
+BASE_VAR = "COURSE_RUNTIME_BASE"
+_LIVE: set[str] = set()  # connection files' stems of this process's kernels still running
+
+
+def tidy_runtime() -> list[str]:
+    """Remove from this process's runtime folder all that no running kernel of it owns: the
+    folder is bound writable into each kernel's sandbox, and a stranger's kernel left files,
+    links and a fifo there for the next notebook (and after the run). Returns what went."""
+    import shutil
+
+    if _runtime is None or _runtime[0] != os.getpid():
+        return []
+    gone = []
+    for entry in os.scandir(_runtime[1]):
+        if not any(entry.name.startswith(stem) for stem in _LIVE):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+            gone.append(entry.name)
+    return gone
+
+
+@contextlib.contextmanager
+def folder_for_the_run():
+    """make grade's folder holding every worker's runtime folder, removed when the run ends: a
+    worker stopped at the end of a run does not remove its own (a stranger counted one folder
+    left in ~ per worker per run)."""
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="cw-", dir=runtime_base())
+    os.environ[BASE_VAR] = base
+    try:
+        yield base
+    finally:
+        os.environ.pop(BASE_VAR, None)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _remove_runtime(pid: int, folder: str) -> None:
     import shutil
 
@@ -132,6 +177,9 @@ def runtime_base() -> str:
     """The first of $XDG_RUNTIME_DIR, ~ and /var/tmp that is writable, short (40 characters at
     most) and not where a sandbox has its own scratch folder (a home under /tmp: the sandbox's
     /tmp is a fresh one, and the connection file there would be out of the kernel's sight)."""
+    given = os.environ.get(BASE_VAR, "")  # make grade's folder for the run (removed after it)
+    if given and os.path.isdir(given) and len(given) <= 60:
+        return given
     candidates = [os.environ.get("XDG_RUNTIME_DIR", ""), os.path.expanduser("~"), "/var/tmp"]
     for base in filter(None, candidates):
         real = os.path.realpath(base)
@@ -245,7 +293,14 @@ def __getattr__(name: str):
         async def _async_pre_start_kernel(self, **kw):
             if ensure() and "env" in kw:  # a server an earlier notebook stopped or killed
                 kw["env"] = {**kw["env"], ENV_VAR: os.environ[ENV_VAR]}  # is started afresh
+            _LIVE.add(os.path.splitext(os.path.basename(self.connection_file))[0])
             return await super()._async_pre_start_kernel(**kw)
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if not restart:
+                _LIVE.discard(os.path.splitext(os.path.basename(self.connection_file))[0])
+                tidy_runtime()
 
         @default("transport")
         def _transport_default(self):

@@ -383,9 +383,16 @@ class StudentTemplate:
             env = dict(
                 os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]), MPLBACKEND="Agg"
             )
+        output = sandbox.capped_output(2)  # not the grader's files (make grade's worker log)
         self.process = subprocess.Popen(
-            argv, pass_fds=[theirs.fileno()], env=env, cwd=self.work or "/"
+            argv,
+            pass_fds=[theirs.fileno()],
+            env=env,
+            cwd=self.work or "/",
+            stdout=output,
+            stderr=output,
         )
+        os.close(output)
         theirs.close()
         self.control = ours
         self.control.settimeout(300)
