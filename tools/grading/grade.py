@@ -487,3 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     with kernels.folder_for_the_run():  # every worker's kernels' sockets, removed after
         Run(args.course, args.assignment, args.workers, args.db).run(args.students, args.force)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
