@@ -22,13 +22,13 @@ from .validation import CourseInputError, expect_tensor
 
 __version__ = "1.0.0"
 
-# name -> module, loaded on first use; chapter 07's timing tools live in its folder
+# name -> module, loaded on first use; a chapter's own module offered at the top (chapter 07's
+# timing tools, cu.bench) is found by scanning: its folder's top_level.txt names it
 _LAZY = {
     "checks": ".checks",
     "chapters": ".chapters",
     "plotting": ".plotting",
     "widgets": ".widgets",
-    "bench": ".chapters.ch07.bench",
 }
 
 __all__ = [
@@ -49,12 +49,17 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name], __name__)
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
+    from .registry import top_level
+
+    path = _LAZY.get(name) or (None if name.startswith("_") else top_level(name))
+    if path is None:
+        raise AttributeError(f"module 'course_utils' has no attribute {name!r}")
+    module = importlib.import_module(path, __name__)
+    globals()[name] = module
+    return module
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    from .registry import top_level_names
+
+    return sorted(set(globals()) | set(_LAZY) | set(top_level_names()))

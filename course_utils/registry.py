@@ -1,7 +1,8 @@
 """Registries found by scanning the chapter folders, never written by hand.
 
 Each chapter lives in ``course_utils/chapters/chNN/``: ``__init__.py`` (its exported code,
-generated), ``checks.py``, ``mistakes.txt`` and ``explorer.py`` (each optional). The packages
+generated), ``checks.py``, ``mistakes.txt``, ``explorer.py`` and ``top_level.txt`` (each
+optional; the last names the chapter's modules offered as ``cu.<name>``). The packages
 students call (``cu.checks``, ``cu.widgets``) and the mistake catalogue collect their parts here,
 so a new chapter adds files and edits none. They collect on first use (:func:`exports`), so a
 chapter's own module can be imported first without meeting its package half-built.
@@ -26,6 +27,26 @@ def chapter_folders() -> list[Path]:
 def chapter_files(name: str) -> list[Path]:
     """The file ``name`` (``checks.py``, ``mistakes.txt``...) of every chapter that has one."""
     return [folder / name for folder in chapter_folders() if (folder / name).is_file()]
+
+
+def top_level(name: str) -> str | None:
+    """The chapter module offered as ``cu.<name>``: ``course_utils.chapters.chNN.<name>`` of the
+    one chapter whose ``top_level.txt`` lists ``name`` (chapter 07's timing tools: ``cu.bench``),
+    or one already loaded under that name (the grader installs a chapter's module by name where
+    the chapter folders are out of sight). None when no chapter, or more than one, offers it."""
+    found = [
+        f"course_utils.chapters.{path.parent.name}.{name}"
+        for path in chapter_files("top_level.txt")
+        if name in path.read_text(encoding="utf-8").split()
+    ] or [m for m in sys.modules if re.fullmatch(rf"course_utils\.chapters\.ch\d\d\.{name}", m)]
+    return found[0] if len(found) == 1 and name.isidentifier() else None
+
+
+def top_level_names() -> list[str]:
+    """Every name a chapter offers as ``cu.<name>`` (:func:`top_level`)."""
+    return [
+        n for p in chapter_files("top_level.txt") for n in p.read_text(encoding="utf-8").split()
+    ]
 
 
 def chapter_modules(part: str) -> list[ModuleType]:
