@@ -47,7 +47,8 @@ TEST_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 test: $(STAMP) ## the everyday check: unit tests, notebook sync, each solution run once (strict nbval, shape comments, figures)
 	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) -m "not slow" tests solutions
 
-test-slow: $(STAMP) ## the tests that left make test (grading machinery, a chapter scaffolded from nothing): see CONTRIBUTING
+test-slow: $(STAMP) ## the tests that left make test (grading machinery, a chapter scaffolded from nothing; installs bubblewrap): see CONTRIBUTING
+	@sh tests/ensure_sandbox.sh
 	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile -m slow tests
 
 test-unit: $(STAMP) ## unit tests only (fast)
