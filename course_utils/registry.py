@@ -35,17 +35,24 @@ def top_level(name: str) -> str | None:
     or one already loaded under that name (the grader installs a chapter's module by name where
     the chapter folders are out of sight). None when no chapter, or more than one, offers it."""
     found = [
-        f"course_utils.chapters.{path.parent.name}.{name}"
-        for path in chapter_files("top_level.txt")
-        if name in path.read_text(encoding="utf-8").split()
+        f"course_utils.chapters.{chapter}.{offered}"
+        for chapter, offered in _offers()
+        if offered == name
     ] or [m for m in sys.modules if re.fullmatch(rf"course_utils\.chapters\.ch\d\d\.{name}", m)]
     return found[0] if len(found) == 1 and name.isidentifier() else None
 
 
 def top_level_names() -> list[str]:
     """Every name a chapter offers as ``cu.<name>`` (:func:`top_level`)."""
+    return [name for _, name in _offers()]
+
+
+def _offers() -> list[tuple[str, str]]:
+    """(chapter folder, name) for each name a chapter's ``top_level.txt`` lists."""
     return [
-        n for p in chapter_files("top_level.txt") for n in p.read_text(encoding="utf-8").split()
+        (path.parent.name, name)
+        for path in chapter_files("top_level.txt")
+        for name in path.read_text(encoding="utf-8").split()
     ]
 
 

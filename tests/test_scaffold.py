@@ -59,7 +59,8 @@ def _run(copy: Path, *args: str, timeout: int = 600) -> str:
     return done.stdout
 
 
-def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
+def copy_of_the_course(folder: Path) -> Path:
+    """``folder``/course: a copy of every file git tracks or would track (the working tree as it is)."""
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "-z"],
         cwd=ROOT,
@@ -67,11 +68,16 @@ def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
         text=True,
         check=True,
     ).stdout.split("\0")
-    copy = tmp_path / "course"
+    copy = folder / "course"
     for rel in filter(None, listed):
         if (ROOT / rel).is_file():
             (copy / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, copy / rel)
+    return copy
+
+
+def test_a_scaffolded_chapter_passes_the_house_tests(tmp_path):
+    copy = copy_of_the_course(tmp_path)
     before = _snapshot(copy)
 
     _run(copy, "-m", "tools.build.scaffold", NN, "temperature")

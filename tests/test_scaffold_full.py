@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_scaffold import copy_of_the_course
+
 ROOT = Path(__file__).resolve().parent.parent
 ASKED = "COURSE_SCAFFOLD_TESTS"
 pytestmark = pytest.mark.skipif(os.environ.get(ASKED) != "1", reason=f"slow: set {ASKED}=1")
@@ -77,19 +79,7 @@ def home_folder():
 
 
 def test_a_new_chapter_passes_the_whole_suite_with_no_hand_edit(home_folder):
-    tmp_path = home_folder
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    copy = tmp_path / "course"
-    for rel in filter(None, listed):
-        if (ROOT / rel).is_file():
-            (copy / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, copy / rel)
+    copy = copy_of_the_course(home_folder)
     # a repository of its own, as a clone is (the Colab tests clone the course from it)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "copy"]):
