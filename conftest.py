@@ -4,7 +4,7 @@
 - ``tests.solution_run``: nbval's one run of each solution also serves the shape comments, the
   inline figures' legibility and the re-run of chapters' proofs (one execution per solution).
 - The ``slow`` marker: the tests listed in ``SLOW`` (grading machinery, a chapter built from
-  nothing) run in ``make test-slow``, a step of ``.ci/run``, not in ``make test``
+  nothing, the tests of the test machinery) run in ``make test-slow``, a step of ``.ci/run``, not in ``make test``
   (``-m "not slow"``). CONTRIBUTING's *Testing* lists them with the planted faults they catch.
 """
 
@@ -18,6 +18,20 @@ SLOW = (
     "tests/test_warm_kernel.py",  # make grade's forked kernels
     "tests/test_scaffold.py",  # builds a chapter in a copy, runs the house tests and nbval
     "tests/test_percent.py",  # jupytext round trips in .venv-authoring (built from PyPI once)
+    # The rest of the grading machinery (tools/grading/): sandbox, judge, metadata, restore, stops,
+    # workers, the class report; nbconvert's HTML is what nbgrader's feedback pages are made of.
+    "tests/test_sandbox.py",
+    "tests/test_grading_hygiene.py",
+    "tests/test_nbgrader_meta.py",
+    "tests/test_nbgrader_restore.py",
+    "tests/test_nbgrader_stops.py",
+    "tests/test_grade_parts.py",
+    "tests/test_grade_worker.py",
+    "tests/test_class_report.py",
+    "tests/test_attachments.py::test_nbconvert_html_shows_every_figure_inline",
+    # Tests of the test machinery itself: the one-run plugin's planted faults, make test-gpu's logic.
+    "tests/test_solution_run.py",
+    "tests/test_gpu_run.py",
 )
 
 

@@ -244,13 +244,17 @@ def nbgrader_env() -> dict[str, str]:
 
 
 CLASS_TEST = "tests/nbgrader/test_grade.py"
-"""The class of 20 (``make test-grade``, its own step of ``.ci/run``): kept out of
+"""The class of 28 (``make test-grade``; ``.ci/run`` runs it beside ``make test-nbgrader``): kept out of
 ``make test-nbgrader``, which an instructor runs to check a setup, because it takes minutes more."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``make test-nbgrader``: tests/nbgrader without the class of 20; ``--class``: only that."""
+    """``make test-nbgrader``: tests/nbgrader without the class of 28; ``--class``: only that;
+    ``--venv-only``: create or refresh .venv-nbgrader and stop (``make test-grading`` does this
+    once before it runs both targets side by side, so they never install into it together)."""
     python = ensure_venv()
+    if "--venv-only" in (argv or []):
+        return 0
     env = dict(
         os.environ,
         COURSE_NBGRADER_TESTS="1",

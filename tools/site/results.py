@@ -298,9 +298,15 @@ def record_compat(junit: str, folder: Path | None = None) -> None:
 SUMMARY = re.compile(r"(\d[\d,]*) (passed|of \d+ notebooks)")
 
 
+def ci_steps(script: Path = ROOT / ".ci" / "run") -> list[str]:
+    """The ``make`` steps of ``.ci/run``, in order, their comments left off."""
+    lines = script.read_text(encoding="utf-8").splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.startswith("make ")]
+
+
 def time_ci(script: Path = ROOT / ".ci" / "run") -> int:
     """``make ci-times``: run each ``make`` step of ``.ci/run`` in turn, timed; record each."""
-    steps = [line.strip() for line in script.read_text().splitlines() if line.startswith("make ")]
+    steps = ci_steps(script)
     rows, status, began = [], 0, time.perf_counter()
     for step in steps:
         start, load_at_start = time.perf_counter(), load_now()
