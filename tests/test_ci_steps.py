@@ -20,7 +20,9 @@ FOLDERS = {
     "tests/site": "make test-site",
 }
 # Run by hand only, with the reason (CONTRIBUTING's *Testing*).
-BY_HAND = {"tests/test_scaffold_full.py": "32 min: make chapter, then the whole make test in a copy"}
+BY_HAND = {
+    "tests/test_scaffold_full.py": "32 min: make chapter, then the whole make test in a copy"
+}
 
 
 def recipe(target: str) -> str:
