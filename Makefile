@@ -17,7 +17,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test test-slow test-unit test-notebooks test-gpu test-browser test-nbgrader test-grading grade report exercises solutions headers \
+.PHONY: help install lab test test-chapter test-slow test-unit test-notebooks test-gpu test-browser test-nbgrader test-grading grade report exercises solutions headers \
         figures chapter bench bench-explorers bench-browser test-grade test-compat test-colab lint clean \
         site test-site results ci-times
 
@@ -46,6 +46,16 @@ TEST_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 
 test: $(STAMP) ## the everyday check: unit tests, notebook sync, each solution run once (strict nbval, shape comments, figures)
 	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) -m "not slow" tests solutions
+
+# One chapter after an edit: its tests, its solution once under strict nbval (with its shape
+# comments and figures), its exercise up to the first stub, the sync of notebooks/ and of the
+# exported code. make test runs all of it and the rest.
+CHAPTER_NB = $(wildcard solutions/$(NN)_*.ipynb)
+test-chapter: $(STAMP) ## one chapter after an edit: make test-chapter NN=10 (its tests, solution, exercise, sync; 68 s for chapter 10 here)
+	@test -n "$(NN)" || { echo 'usage: make test-chapter NN=10'; exit 2; }
+	@test -n "$(CHAPTER_NB)" -a -d tests/ch$(NN) || { echo "no chapter $(NN): expected solutions/$(NN)_*.ipynb and tests/ch$(NN)/, e.g. make test-chapter NN=01"; exit 2; }
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) -m "not slow" tests/ch$(NN) $(CHAPTER_NB) \
+	  "tests/test_exercises_run.py::test_exercise_runs_to_its_first_stub[$(notdir $(CHAPTER_NB))]" tests/test_nbtools.py tests/test_export.py
 
 test-slow: $(STAMP) ## the tests that left make test (grading machinery, a chapter scaffolded from nothing; installs bubblewrap): see CONTRIBUTING
 	@sh tests/ensure_sandbox.sh

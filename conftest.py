@@ -32,6 +32,7 @@ SLOW = (
     # Tests of the test machinery itself: the one-run plugin's planted faults, make test-gpu's logic.
     "tests/test_solution_run.py",
     "tests/test_gpu_run.py",
+    "tests/test_ci_steps.py::test_test_chapter_runs_one_chapter_end_to_end",  # a pytest run of its own
 )
 
 

@@ -5,6 +5,7 @@ step dropped from `.ci/run`, or a test file no step collects fails here."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,28 @@ def test_ci_steps_leave_comments_off(tmp_path):
     script = tmp_path / "run"
     script.write_text("set -e\nmake test\nmake test-grading  # two, side by side\n# make nothing\n")
     assert results.ci_steps(script) == ["make test", "make test-grading"]
+
+
+def make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=ROOT, capture_output=True,
+                          text=True)  # fmt: skip
+
+
+def test_test_chapter_names_one_chapters_tests_and_refuses_what_is_not_one():
+    planned = make("-n", "test-chapter", "NN=10").stdout
+    assert "tests/ch10 solutions/10_transformer.ipynb" in planned and "tests/ch09" not in planned
+    assert "test_exercise_runs_to_its_first_stub[10_transformer.ipynb]" in planned
+    assert '-m "not slow"' in planned and "--nbval " in planned
+    for args, said in (((), "usage: make test-chapter NN=10"), (("NN=99",), "no chapter 99"),
+                       (("NN=1",), "no chapter 1: expected solutions/1_*.ipynb")):  # fmt: skip
+        done = make("test-chapter", *args)
+        assert done.returncode == 2 and said in done.stdout, (args, done.stdout, done.stderr)
+
+
+def test_test_chapter_runs_one_chapter_end_to_end():
+    """In `make test-slow`: the target run for chapter 01, its counts read from pytest's summary."""
+    done = make("test-chapter", "NN=01")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    passed = int(re.search(r"(\d+) passed", done.stdout).group(1))
+    ran = done.stdout
+    assert passed > 30 and " failed" not in ran.splitlines()[-1], ran[-2000:]
