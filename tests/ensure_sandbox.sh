@@ -4,6 +4,14 @@
 # namespaces). `make test-nbgrader` and `make test-grade` run it first.
 # Usage: sh tests/ensure_sandbox.sh
 set -eu
+course=$(cd "$(dirname "$0")/.." && pwd -P)
+for folder in /tmp /dev/shm /home/student; do
+    case "$course/" in "$folder"/*)
+        echo "grading tests: the course lies under $folder ($course), which each sandbox covers with a" >&2
+        echo "  scratch folder of its own, so nothing of it would be seen inside: clone it elsewhere" >&2
+        exit 1;;
+    esac
+done
 if ! command -v bwrap >/dev/null 2>&1; then
     if ! command -v apt-get >/dev/null 2>&1; then
         echo "grading tests: no bwrap, and no apt-get to install it: install bubblewrap" >&2

@@ -47,8 +47,7 @@ GRADER = "/grader"  # where the grader's own files are bound inside
 COURSE = "/course"  # where the course's package is bound inside
 REFUSAL = (
     "No sandbox is available ({why}), so students' code would run with your permissions and "
-    "could change the course, the gradebook or classmates' work: install bubblewrap "
-    "(apt-get install bubblewrap) on Linux with user namespaces enabled, or run again with "
+    "could change the course, the gradebook or classmates' work: {remedy}, or run again with "
     "UNSANDBOXED=1 (make grade) or --no-sandbox (tools/grading/grade.py) to grade without one."
 )
 
@@ -77,6 +76,27 @@ def problem() -> str | None:
         return f"bwrap did not run: {exc}"
     if done.returncode != 0:
         return f"bwrap cannot make a sandbox here: {done.stderr.strip()[:200]}"
+    return scratch_clash()
+
+
+INSTALL = "install bubblewrap (apt-get install bubblewrap) on Linux with user namespaces enabled"
+MOVE = "move the course and its Python environment out of that folder"
+
+
+def scratch_clash(places: dict[str, str] | None = None) -> str | None:
+    """Why the files a sandbox must see cannot be bound into it (a phrase), or None: each sandbox
+    puts scratch folders of its own over /tmp, /dev/shm and its working folder, so a course, a venv
+    or a Python under one of them would vanish inside (a fresh clone under /tmp failed every
+    sandboxed test with a traceback)."""
+    if places is None:
+        course = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        places = {"the course": course, "its Python environment": sys.prefix,
+                  "the Python it was made from": sys.base_prefix}  # fmt: skip
+    for what, path in places.items():
+        real = os.path.realpath(path)
+        folder = next((f for f in SCRATCH if real == f or real.startswith(f + "/")), None)
+        if folder:
+            return f"{what} lies under {folder} ({real}), which each sandbox covers with its own"
     return None
 
 
@@ -90,7 +110,9 @@ def refusal() -> str | None:
     if not wanted():
         return None
     why = problem()
-    return REFUSAL.format(why=why) if why else None
+    if why is None:
+        return None
+    return REFUSAL.format(why=why, remedy=MOVE if scratch_clash() else INSTALL)
 
 
 _ISOLATION = (
