@@ -38,5 +38,5 @@ SLOW = (
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if any(item.nodeid == s or item.nodeid.startswith(s + "::") for s in SLOW):
+        if any(item.nodeid == s or item.nodeid.startswith((s + "::", s + "[")) for s in SLOW):
             item.add_marker(pytest.mark.slow)

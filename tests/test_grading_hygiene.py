@@ -7,7 +7,9 @@
   reached the next notebook's kernel and outlived the run (``kernels.tidy_runtime`` after each
   kernel, ``kernels.folder_for_the_run`` around a run);
 - SDPA inside ``@torch.jit.script`` scored where chapter 01 forbids it: TorchScript runs code no
-  watch sees, and the sandbox turns the JIT off (tests/cheats.py plants it in the judged run).
+  watch sees, and the sandbox turns the JIT off (tests/cheats.py plants it in the judged run);
+- and one found by the lead's own fresh clone: a course under /tmp vanished inside every sandbox
+  (each covers /tmp with its own), and every sandboxed test failed with a traceback.
 """
 
 import os
@@ -91,3 +93,24 @@ def test_torchscript_is_off_in_the_sandbox():
         timeout=120,
     )
     assert done.stdout.strip() == "function", done.stderr[-2000:]
+
+
+def test_a_course_under_a_scratch_folder_is_refused_with_its_place(monkeypatch, tmp_path):
+    """A fresh clone under /tmp failed every sandboxed test with a traceback (2026-11-28): each
+    sandbox covers /tmp with its own, so the course's files vanished inside. Now one sentence."""
+    outside = {"the course": "/work/course", "its Python environment": "/work/course/.venv"}
+    assert sandbox.scratch_clash(outside) is None
+    for inside in ("/tmp/fresh", "/dev/shm/c", "/home/student/course", "/tmp"):
+        said = sandbox.scratch_clash(
+            {"the course": "/work/course", "its Python environment": inside}
+        )
+        assert said.startswith("its Python environment lies under ") and inside in said, said
+    assert sandbox.scratch_clash({"the course": "/tmpfs/course"}) is None  # a prefix, not a folder
+    link = tmp_path / "link"  # a link's target counts, not its name (tmp_path is under /tmp)
+    link.symlink_to("/usr")
+    assert sandbox.scratch_clash({"the course": str(link)}) is None
+    monkeypatch.setattr(sandbox, "problem", lambda: "the course lies under /tmp (/tmp/fresh), ...")
+    monkeypatch.setattr(sandbox, "scratch_clash", lambda: "the course lies under /tmp (/tmp/fresh)")
+    monkeypatch.setenv(sandbox.ENV_OFF, "")
+    text = sandbox.refusal()
+    assert "move the course and its Python environment" in text and "bubblewrap" not in text
