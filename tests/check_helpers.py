@@ -47,8 +47,12 @@ def assert_names_bug(
     return failure
 
 
+THREADS_LEFT = 2
+
+
 def cpu_seconds_on_one_thread(check, *args) -> tuple[float, int]:
-    """(CPU seconds of ``check(*args)`` run on one torch thread, the thread count it left). With a
+    """(CPU seconds of ``check(*args)`` run on one torch thread, the thread count a second call
+    left when called with 2: ``THREADS_LEFT`` when the check restores it). With a
     thread per core, CPU time also counts threads spinning while other tests share the cores: a
     0.1 s check read 1.6 s under pytest-xdist in CI (2026-11-28).
 
@@ -67,6 +71,10 @@ def cpu_seconds_on_one_thread(check, *args) -> tuple[float, int]:
         check(*args)
         spent = time.process_time() - start
         coding, student = split()[0] - coding, split()[1] - student
+        # the count left is read after a second, untimed call made with 2 threads: a check sets 1
+        # for itself, so from 1 a check that forgot to put the caller's count back left it right
+        torch.set_num_threads(2)
+        check(*args)
         return spent - coding + student, torch.get_num_threads()
     finally:
         torch.set_num_threads(threads)
