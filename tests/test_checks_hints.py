@@ -20,7 +20,7 @@ from tests.ch01 import buggy as ch01
 from tests.ch03 import buggy as ch03
 from tests.ch07 import buggy as ch07
 from tests.ch09 import buggy as ch09
-from tests.check_helpers import CHECKS
+from tests.check_helpers import CHECKS, chapter_check_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
@@ -84,9 +84,11 @@ def _course():
 
 
 def _inline_hints() -> list[tuple[str, str]]:
-    """The string constants of the checks' own code (inline hints of E.fail and the like)."""
+    """The string constants of the checks' own code (inline hints of E.fail and the like): the
+    shared engine's and each chapter's checks (a stranger put a solution line in a hint of
+    ch01/checks.py, which this list did not read)."""
     found = []
-    for path in sorted(CHECKS.rglob("*.py")):
+    for path in sorted(CHECKS.rglob("*.py")) + sorted(chapter_check_modules()):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {
             id(node.body[0].value)

@@ -1,18 +1,19 @@
-"""``make test-chapter NN=10``: the part of ``make test`` that one chapter's edit can break.
+"""``make test-chapter NN=10``: ``make test`` less what only other chapters can break.
 
-It runs, in one pytest run with ``make test``'s options (strict nbval, two workers): the chapter's
-tests (``tests/chNN/``), its solution once under strict nbval (with its shape comments, inline
-figures and re-run items), and the cases of the per-notebook test files that are about this
-chapter's notebooks (its exercise up to the first stub, structure, text guards, Colab header,
-figures), plus those files' few tests about no notebook in particular, the sync of ``notebooks/``
-and of the exported code, and the house rules (sizes, formatting, imports). The other chapters'
-cases are left out with ``-k``: a case whose id names a notebook (``...ipynb``) runs only when it
-names this chapter's.
+One pytest run with ``make test``'s options (strict nbval, two workers, ``-m "not slow"``) over
+``tests/`` and the chapter's solution, leaving out:
 
-Not run (``make test`` runs them): other chapters, the figures catalogue (``tests/test_figures.py``,
-every figure re-drawn), the explorers' and core's own tests::
+- the other chapters' own tests (``tests/chMM/``) and notebooks: their solutions are not given,
+  and ``-k`` drops every case whose id names another chapter's notebook (``02_trainable_qkv...``);
+- the test files in :data:`NOT_CHAPTER`, about machinery no chapter's files reach (each with why);
+- the folders other steps run (nbgrader, browser, site: they skip outside those steps anyway).
 
-    python -m tools.testing.chapter 10 [pytest options ...]
+Everything else runs whole: a new test file is included until someone lists it here with a reason,
+so an edit to a chapter's explorer, hints, mistakes, figures or checks meets every test of
+``make test`` that reads them (a stranger's explorer, hint and figure edits passed a first, shorter
+list)::
+
+    python -m tools.testing.chapter 10 [-- pytest options ...]
 """
 
 from __future__ import annotations
@@ -23,14 +24,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PER_NOTEBOOK = (
-    "tests/test_exercises_run.py",
-    "tests/test_notebooks.py",
-    "tests/test_text_guards.py",
-    "tests/test_colab.py",
-    "tests/test_attachments.py",
-)
-WHOLE = ("tests/test_nbtools.py", "tests/test_export.py", "tests/test_house.py")
+NOT_CHAPTER = {
+    "tests/test_core.py": "the shared core's helpers and running example",
+    "tests/test_plotting.py": "the core's drawing functions, on made-up data",
+    "tests/test_nbval_tolerance.py": "the nbval rules, on made-up notebooks",
+    "tests/test_bench_rounds.py": "make bench's rounds and rankings, on seeded timers",
+    "tests/test_results_tables.py": "the results page and its JSON files",
+    "tests/test_tokenizer.py": "the offline GPT-2 tokenizer",
+    "tests/test_laptop_install.py": "make install and make lab",
+    "tests/test_colab_python.py": "finding Python 3.13 for make test-colab",
+    "tests/test_optional.py": "tools/grading/optional.py",
+    "tests/test_ci_steps.py": "the steps of .ci/run and this command",
+}
+OTHER_STEPS = ("tests/nbgrader", "tests/browser", "tests/site")
 
 
 class Refusal(Exception):
@@ -39,12 +45,13 @@ class Refusal(Exception):
 
 def plan(args: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
     """pytest's arguments for chapter ``args[0]`` (two digits) and notes for the instructor."""
-    if len(args) != 1 or not re.fullmatch(r"\d\d", args[0]):
+    if len(args) != 1 or not re.fullmatch(r"[0-9][0-9]", args[0]):
         given = " ".join(args) or "nothing"
         raise Refusal(f"expected one chapter number of two digits, e.g. NN=10; given {given!r}")
     nn = args[0]
-    found = sorted((root / "solutions").glob(f"{nn}_*.ipynb"))
-    chapters = sorted({p.name[:2] for p in (root / "solutions").glob("[0-9][0-9]_*.ipynb")})
+    notebooks = sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    found = [p for p in notebooks if p.name.startswith(nn + "_")]
+    chapters = sorted({p.name[:2] for p in notebooks})
     if not found:
         raise Refusal(
             f"no chapter {nn}: no solutions/{nn}_*.ipynb (chapters: {' '.join(chapters)})"
@@ -56,11 +63,23 @@ def plan(args: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
             "(a copy JupyterLab made?)"
         )
     solution, notes = found[0], []
-    paths = [f"tests/ch{nn}"] if (root / "tests" / f"ch{nn}").is_dir() else []
-    if not paths:
-        notes.append(f"no tests/ch{nn}/ folder: running the chapter's notebook cases only")
-    paths += [solution.relative_to(root).as_posix(), *PER_NOTEBOOK, *WHOLE]
-    return [*paths, "-m", "not slow", "-k", f"{solution.stem} or not ipynb"], notes
+    if not (root / "tests" / f"ch{nn}").is_dir():
+        notes.append(f"no tests/ch{nn}/ folder: the rest of make test's cases for it run")
+    others = sorted(p.stem for p in notebooks if p != solution)
+    ignored = [
+        *(p.relative_to(root).as_posix() for p in sorted((root / "tests").glob("ch[0-9][0-9]"))
+          if p.name != f"ch{nn}"),
+        *NOT_CHAPTER,
+        *OTHER_STEPS,
+    ]  # fmt: skip
+    keep = f"not ({' or '.join(others)})" if others else "not nothing_to_leave_out"
+    selection = ["-m", "not slow", "-k", keep]
+    return [
+        "tests",
+        solution.relative_to(root).as_posix(),
+        *[f"--ignore={p}" for p in ignored],
+        *selection,
+    ], notes
 
 
 def main(argv: list[str] | None = None) -> int:
