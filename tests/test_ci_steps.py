@@ -101,7 +101,7 @@ def test_test_chapter_plans_one_chapters_part_and_refuses_what_is_not_one(tmp_pa
     assert args[args.index("-m") + 1] == "not slow"
     for name in chapter.NOT_CHAPTER:  # each left out on purpose names a file that exists
         assert (ROOT / name).is_file(), name
-    for given in ([], ["1"], ["10x"], ["01", "02"], ["*"], ["../01"], ["٠١"]):
+    for given in (["1"], ["10x"], ["01", "02"], ["*"], ["../01"], ["٠١"], ['0"1']):
         with pytest.raises(chapter.Refusal, match="expected one chapter number of two digits"):
             chapter.plan(given)
     with pytest.raises(chapter.Refusal, match=r"no chapter 99: .*\(chapters: 01 02 "):
@@ -118,7 +118,8 @@ def test_test_chapter_plans_one_chapters_part_and_refuses_what_is_not_one(tmp_pa
 
 
 def test_test_chapter_refuses_in_one_line_through_make():
-    for nn, said in (("", "usage: make test-chapter NN=10"), ("01 02", "given '01 02'")):
+    for nn, said in (("", "usage: make test-chapter NN=10"), ("01 02", "given '01 02'"),
+                     ('0"1; echo x', "given '0\"1; echo x'")):  # fmt: skip
         done = make("test-chapter", f"NN={nn}")
         assert done.returncode == 2 and said in done.stdout + done.stderr, (nn, done.stderr)
         assert "Traceback" not in done.stderr and "unexpected operator" not in done.stderr

@@ -45,6 +45,8 @@ class Refusal(Exception):
 
 def plan(args: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
     """pytest's arguments for chapter ``args[0]`` (two digits) and notes for the instructor."""
+    if args in ([], [""]):
+        raise Refusal("usage: make test-chapter NN=10 (a chapter's two digits)")
     if len(args) != 1 or not re.fullmatch(r"[0-9][0-9]", args[0]):
         given = " ".join(args) or "nothing"
         raise Refusal(f"expected one chapter number of two digits, e.g. NN=10; given {given!r}")
