@@ -129,7 +129,7 @@ def test_test_chapter_runs_one_chapter_end_to_end():
     """In `make test-slow`: the target run for chapter 01; its own cases ran, no other chapter's."""
     done = make("test-chapter", "NN=01", "PYTEST_ADDOPTS=-rA")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    passed = re.findall(r"^PASSED (\S+)", done.stdout, re.MULTILINE)
+    passed = re.findall(r"^PASSED (.+)$", done.stdout, re.MULTILINE)
     for wanted in ("tests/ch01/", "solutions/01_toy_attention.ipynb::Cell 0",
                    "test_exercise_runs_to_its_first_stub[01_toy_attention.ipynb]",
                    "test_no_code_cell_ends_in_commented_markdown[01_toy_attention.ipynb]",
