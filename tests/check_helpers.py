@@ -80,10 +80,23 @@ def cpu_seconds_on_one_thread(check, *args) -> tuple[float, int]:
         torch.set_num_threads(threads)
 
 
+def needs_torch(answer) -> list:
+    """pytest marks for an answer written with a torch feature newer than the oldest supported
+    (its ``needs_torch`` attribute, e.g. "2.4" for nn.RMSNorm): skipped on an older torch, where no
+    student could write it."""
+    from torch.torch_version import TorchVersion
+
+    wanted = getattr(answer, "needs_torch", None)
+    older = wanted is not None and TorchVersion(torch.__version__) < wanted
+    return [pytest.mark.skipif(older, reason=f"written with torch {wanted}'s API")] if older else []
+
+
 def unusual_right_answers(module) -> list:
     """``module.ANSWERS`` (tests/correct/chNN.py: (check name, args) pairs) as pytest params."""
     return [
-        pytest.param(check, args, id=f"{check}-{getattr(args[0], '__name__', i)}")
+        pytest.param(
+            check, args, id=f"{check}-{getattr(args[0], '__name__', i)}", marks=needs_torch(args[0])
+        )  # fmt: skip
         for i, (check, args) in enumerate(module.ANSWERS)
     ]
 

@@ -161,6 +161,8 @@ for _name, _route in ROUTES.items():  # the student process finds each by module
 def test_sdpa_and_mha_under_an_aten_operators_name_are_refused(judged, route):
     """Each route computes chapter 01's context vectors right (so it would score), and is refused."""
     checks, remote = judged
+    if route == "OpOverload.redispatch" and not hasattr(_MATH, "redispatch"):
+        pytest.skip("this torch's OpOverload has no redispatch: the route does not exist here")
     x = torch.randn(5, 3)
     torch.testing.assert_close(ROUTES[route](x), torch.softmax(x @ x.T, -1) @ x)
     message = _refused(checks.check_context_vectors, remote(ROUTES[route]), "shortcut_not_allowed")
@@ -186,11 +188,22 @@ def test_the_watch_names_the_gpu_only_attention_operators():
     }
     there = [n for n in calls if hasattr(_ATEN, n)]
     assert len(there) >= 2  # flash and memory-efficient: in every supported torch
+    checked = 0
     for name, args in ((n, calls[n]) for n in there):
         recorder = student.Recorder(None, False, tuple(forbidden))
-        with recorder:
-            getattr(_ATEN, name).default(*args)
+        try:
+            with recorder:
+                getattr(_ATEN, name).default(*args)
+        except NotImplementedError:  # torch 2.3: no meta kernel for it, so nothing runs it here
+            continue
+        except RuntimeError as exc:  # torch 2.3's cuDNN operator takes other arguments
+            if "Expected a value of type" not in str(exc):
+                raise
+            continue
         assert [forbidden[s] for s in recorder.seen] == ["F.scaled_dot_product_attention"]
+        checked += 1
+    if checked == 0:
+        pytest.skip("this torch has no meta kernel for any GPU-only SDPA operator")
 
 
 def test_chapter_07_refuses_sdpa_itself_and_the_guard_keeps_its_diagnosis(judged):

@@ -105,6 +105,8 @@ class LlamaPartsBlock(Block):
     """The chapter's LlamaBlock idea: RMSNorm (a weight only) and SwiGLU as the parts, the same
     forward: the check recomputes the block from whatever parts it is given."""
 
+    needs_torch = "2.4"  # torch.nn.RMSNorm
+
     def __init__(self, d_model, num_heads, d_ff, context_length, dropout=0.0, **kwargs):
         super().__init__(d_model, num_heads, d_ff, context_length, dropout, **kwargs)
         self.norm1, self.norm2 = torch.nn.RMSNorm(d_model), torch.nn.RMSNorm(d_model)

@@ -284,6 +284,9 @@ def flex_create_mask(doc_ids):
     return create_mask(mask_mod, b, 1, n, n, device=doc_ids.device)[:, 0]
 
 
+flex_create_mask.needs_torch = "2.5"  # torch.nn.attention.flex_attention
+
+
 def boundary_cumsum(doc_ids):
     """huggingface/transformers, masking_utils.find_packed_sequence_indices: a new segment where the
     sequence breaks, numbered by ``cumsum``; equal segment numbers and the causal triangle."""

@@ -14,6 +14,7 @@ import pytest
 import course_utils as cu
 from course_utils.checks import CheckFailure
 from tests.ch10 import correct_fresh, fresh_cases
+from tests.check_helpers import needs_torch
 
 
 def verdict(check, answer):
@@ -40,7 +41,8 @@ def expected_id(verdicts: dict) -> str:
 
 
 @pytest.mark.parametrize(
-    "check, answer", [pytest.param(c, a, id=name) for name, c, a, _ in correct_fresh.RIGHT]
+    "check, answer",
+    [pytest.param(c, a, id=name, marks=needs_torch(a)) for name, c, a, _ in correct_fresh.RIGHT],
 )
 def test_unusual_right_answer_passes(check, answer):
     result, bug, text = verdict(check, answer)
