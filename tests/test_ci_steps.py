@@ -91,14 +91,21 @@ def make(*args: str) -> subprocess.CompletedProcess:
 
 def test_test_chapter_plans_one_chapters_part_and_refuses_what_is_not_one(tmp_path):
     args, notes = chapter.plan(["10"])
-    assert args[:2] == ["tests", "solutions/10_transformer.ipynb"] and notes == []
+    assert args[:3] == [
+        "tests",
+        "solutions/10_transformer.ipynb",
+        "solutions/11_past_the_kv_wall.ipynb",
+    ]
+    assert notes == []
     ignored = {a.removeprefix("--ignore=") for a in args if a.startswith("--ignore=")}
-    others = {f"tests/ch{n:02d}" for n in range(1, 12)} - {"tests/ch10"}
-    assert others <= ignored and "tests/ch10" not in ignored
+    earlier = {f"tests/ch{n:02d}" for n in range(1, 10)}  # later chapters import earlier code
+    assert earlier <= ignored and not {"tests/ch10", "tests/ch11"} & ignored
     assert set(chapter.NOT_CHAPTER) <= ignored and set(chapter.OTHER_STEPS) <= ignored
     keep = args[args.index("-k") + 1]
-    assert keep.startswith("not (01_toy_attention or ") and "10_transformer" not in keep
+    assert keep.startswith("not (01_toy_attention or ") and keep.endswith("09_modern_attention)")
     assert args[args.index("-m") + 1] == "not slow"
+    first, _ = chapter.plan(["01"])  # the first chapter leaves out no chapter at all
+    assert not [a for a in first if a.startswith("--ignore=tests/ch")]
     for name in chapter.NOT_CHAPTER:  # each left out on purpose names a file that exists
         assert (ROOT / name).is_file(), name
     for given in (["1"], ["10x"], ["01", "02"], ["*"], ["../01"], ["٠١"], ['0"1']):
@@ -126,16 +133,17 @@ def test_test_chapter_refuses_in_one_line_through_make():
 
 
 def test_test_chapter_runs_one_chapter_end_to_end():
-    """In `make test-slow`: the target run for chapter 01; its own cases ran, no other chapter's."""
-    done = make("test-chapter", "NN=01", "PYTEST_ADDOPTS=-rA")
+    """In `make test-slow`: the target run for chapter 11 (the last, so the shortest); its own
+    cases ran, no earlier chapter's."""
+    done = make("test-chapter", "NN=11", "PYTEST_ADDOPTS=-rA")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     passed = re.findall(r"^PASSED (.+)$", done.stdout, re.MULTILINE)
-    for wanted in ("tests/ch01/", "solutions/01_toy_attention.ipynb::Cell 0",
-                   "test_exercise_runs_to_its_first_stub[01_toy_attention.ipynb]",
-                   "test_no_code_cell_ends_in_commented_markdown[01_toy_attention.ipynb]",
+    for wanted in ("tests/ch11/", "solutions/11_past_the_kv_wall.ipynb::Cell 0",
+                   "test_exercise_runs_to_its_first_stub[11_past_the_kv_wall.ipynb]",
+                   "test_no_code_cell_ends_in_commented_markdown[11_past_the_kv_wall.ipynb]",
                    "test_the_counted_files_are_ruff_formatted", "tests/test_widgets.py::",
                    "test_no_hint_writes_a_line_of_an_exercise_solution",
                    "test_committed_figures_match_the_code"):  # fmt: skip
         assert any(wanted in item for item in passed), wanted
-    others = [i for i in passed if re.search(r"(?<!01_toy_attention)\.ipynb|tests/ch(?!01)", i)]
+    others = [i for i in passed if re.search(r"(?<!11_past_the_kv_wall)\.ipynb|tests/ch(?!11)", i)]
     assert len(passed) > 100 and others == [], others[:5]

@@ -1,10 +1,11 @@
-"""``make test-chapter NN=10``: ``make test`` less what only other chapters can break.
+"""``make test-chapter NN=10``: ``make test`` less what only earlier chapters can break.
 
 One pytest run with ``make test``'s options (strict nbval, two workers, ``-m "not slow"``) over
-``tests/`` and the chapter's solution, leaving out:
+``tests/``, the chapter's solution and every later chapter's (later chapters import earlier
+chapters' code: a stranger's chapter-05 edit broke only chapter 07's bench), leaving out:
 
-- the other chapters' own tests (``tests/chMM/``) and notebooks: their solutions are not given,
-  and ``-k`` drops every case whose id names another chapter's notebook (``02_trainable_qkv...``);
+- the earlier chapters' own tests (``tests/chMM/``) and notebooks: their solutions are not given,
+  and ``-k`` drops every case whose id names an earlier chapter's notebook (``02_trainable_qkv...``);
 - the test files in :data:`NOT_CHAPTER`, about machinery no chapter's files reach (each with why);
 - the folders other steps run (nbgrader, browser, site: they skip outside those steps anyway).
 
@@ -31,7 +32,6 @@ NOT_CHAPTER = {
     "tests/test_bench_rounds.py": "make bench's rounds and rankings, on seeded timers",
     "tests/test_results_tables.py": "the results page and its JSON files",
     "tests/test_tokenizer.py": "the offline GPT-2 tokenizer",
-    "tests/test_laptop_install.py": "make install and make lab",
     "tests/test_colab_python.py": "finding Python 3.13 for make test-colab",
     "tests/test_optional.py": "tools/grading/optional.py",
     "tests/test_ci_steps.py": "the steps of .ci/run and this command",
@@ -67,10 +67,11 @@ def plan(args: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
     solution, notes = found[0], []
     if not (root / "tests" / f"ch{nn}").is_dir():
         notes.append(f"no tests/ch{nn}/ folder: the rest of make test's cases for it run")
-    others = sorted(p.stem for p in notebooks if p != solution)
+    others = sorted(p.stem for p in notebooks if p.name[:2] < nn)  # earlier chapters only
+    later = [p.relative_to(root).as_posix() for p in notebooks if p.name[:2] > nn]
     ignored = [
         *(p.relative_to(root).as_posix() for p in sorted((root / "tests").glob("ch[0-9][0-9]"))
-          if p.name != f"ch{nn}"),
+          if p.name[2:] < nn),
         *NOT_CHAPTER,
         *OTHER_STEPS,
     ]  # fmt: skip
@@ -79,6 +80,7 @@ def plan(args: list[str], root: Path = ROOT) -> tuple[list[str], list[str]]:
     return [
         "tests",
         solution.relative_to(root).as_posix(),
+        *later,
         *[f"--ignore={p}" for p in ignored],
         *selection,
     ], notes
