@@ -47,12 +47,12 @@ TEST_ENV := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 test: $(STAMP) ## the everyday check: unit tests, notebook sync, each solution run once (strict nbval, shape comments, figures)
 	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) -m "not slow" tests solutions
 
-# One chapter after an edit: make test less the other chapters' own tests and notebooks (what is left
+# One chapter after an edit: make test less the earlier chapters' own tests and notebooks (what is left
 # out, and why, is in tools/testing/chapter.py).
-test-chapter: $(STAMP) ## after editing one chapter: make test less what only other chapters can break, e.g. make test-chapter NN=10
+test-chapter: $(STAMP) ## after editing one chapter: make test less what only earlier chapters can break, e.g. make test-chapter NN=10
 	$(TEST_ENV) $(PY) -m tools.testing.chapter "$$NN" -- -n $(JOBS) --dist loadfile $(NBVAL)
 
-test-slow: $(STAMP) ## the tests that left make test (grading machinery, a chapter scaffolded from nothing; installs bubblewrap): see CONTRIBUTING
+test-slow: $(STAMP) ## the tests that left make test (grading machinery, tests of the test machinery, a scaffolded chapter; installs bubblewrap): see CONTRIBUTING
 	@sh tests/ensure_sandbox.sh
 	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile -m slow tests
 
