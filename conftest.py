@@ -4,8 +4,8 @@
 - ``tests.solution_run``: nbval's one run of each solution also serves the shape comments, the
   inline figures' legibility and the re-run of chapters' proofs (one execution per solution).
 - The ``slow`` marker: the tests listed in ``SLOW`` (grading machinery, a chapter built from
-  nothing, the tests of the test machinery) run in ``make test-slow``, a step of ``.ci/run``, not in ``make test``
-  (``-m "not slow"``). CONTRIBUTING's *Testing* lists them with the planted faults they catch.
+  nothing, the tests of the test machinery) run in ``make test-slow``, a step of ``.ci/run``, not
+  in ``make test`` (``-m "not slow"``). CONTRIBUTING's *Testing* lists them with the planted faults they catch.
 """
 
 import pytest

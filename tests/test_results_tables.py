@@ -97,9 +97,8 @@ def test_compat_reads_its_counts_from_the_junit_file(copy, tmp_path):
 
     import torch
 
-    rows = R.load("compat", folder)[
-        "rows"
-    ]  # this run's row: this torch (a real 2.3.1 row is there)
+    # this run's row is the one of this torch: a real make test-compat row (2.3.1) is there too
+    rows = R.load("compat", folder)["rows"]
     row = next(
         r for r in rows if r["source"] == "make test-compat" and r["torch"] == torch.__version__
     )
