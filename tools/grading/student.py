@@ -199,13 +199,17 @@ class StudentCodec(Codec):
 
 
 def graph_leaves(t: torch.Tensor) -> list[torch.Tensor]:
-    """The leaf tensors ``t`` was computed from (its autograd graph's AccumulateGrad nodes)."""
-    found, seen, todo = [], set(), [t.grad_fn]
+    """The leaf tensors ``t`` was computed from (its autograd graph's AccumulateGrad nodes).
+
+    ``seen`` keeps each node visited, not only its id: under torch 2.3 ``next_functions`` gives a node a
+    new Python object once its last one is freed, so a freed one's id came back for another node,
+    which was then skipped (a leaf lost, and the judge told the student that it got no gradient)."""
+    found, seen, todo = [], {}, [t.grad_fn]
     while todo:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             found.append(variable)
