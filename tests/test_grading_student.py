@@ -48,3 +48,46 @@ def test_one_token_attention_keeps_its_query_and_key_weights():
 def test_a_tensor_without_a_graph_has_no_leaves():
     assert graph_leaves(torch.randn(3)) == []
     assert graph_leaves(torch.randn(3, requires_grad=True).detach() * 2) == []
+
+
+def test_a_custom_functions_saved_input_is_no_leaf():
+    """A custom autograd.Function's node is its ctx: a tensor a student keeps as ctx.variable (the
+    name autograd's leaf nodes use) is no leaf, and a leaf it keeps is listed once."""
+    from tests.ch02.correct import _MatMul
+
+    x = torch.randn(3, 2, requires_grad=True)
+    w = torch.randn(2, 4, requires_grad=True)
+    assert _same_set(graph_leaves(_MatMul.apply(x, w)), [x, w])
+    h = x.exp()  # (3, 2), not a leaf
+    assert _same_set(graph_leaves(_MatMul.apply(h, w)), [x, w])
+
+
+def test_the_judge_gives_a_custom_functions_input_its_gradient_once():
+    """Through the grader: the right answer above passes (its x got twice its gradient before)."""
+    from tests.ch02.correct import V1OwnMatMul
+    from tests.judged_plugin import _remote, _session
+    from tools.grading.honesty import guarded_checks
+
+    session = _session()
+    try:
+        guarded_checks(session).check_self_attention_v1(_remote(session, V1OwnMatMul))
+    finally:
+        session.end_check()
+
+
+def test_each_new_class_is_described_to_the_judge():
+    """A class is described once per session; a class made after another was freed must not pass
+    for it (its id may be the freed one's), or the judge would build it from the wrong description."""
+    import gc
+
+    from tools.grading.student import StudentCodec
+
+    codec = StudentCodec(None)
+    for i in range(6):
+        kind = type(f"Answer{i}", (), {"__len__": lambda self: 0} if i % 2 else {})
+        info = codec.encode_foreign(kind())[3]  # ("h", handle, class id, description)
+        assert info is not None and info[0][0][1] == f"Answer{i}", f"class {i} was not described"
+        codec.handles.clear()  # the judge let go of the object: nothing of it is left here
+        codec.handle_of.clear()
+        del kind
+        gc.collect()

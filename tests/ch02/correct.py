@@ -20,6 +20,35 @@ class V1Sdpa(nn.Module):
         return F.scaled_dot_product_attention(x @ self.W_query, x @ self.W_key, x @ self.W_value)
 
 
+class _MatMul(torch.autograd.Function):
+    """x @ w with its own backward; it keeps x as ``ctx.variable``, a name autograd's leaf nodes use."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.variable, ctx.w = x, w
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad @ ctx.w.T, ctx.variable.transpose(-2, -1) @ grad
+
+
+class V1OwnMatMul(nn.Module):
+    """SelfAttention_v1 whose projections go through a custom autograd.Function (the grader once
+    took its ctx.variable for a leaf and doubled x's gradient)."""
+
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
+        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
+
+    def forward(self, x):
+        q, k, v = (_MatMul.apply(x, w) for w in (self.W_query, self.W_key, self.W_value))
+        weights = torch.softmax(q @ k.transpose(-2, -1) / k.shape[-1] ** 0.5, dim=-1)
+        return weights @ v
+
+
 class V2Einsum(nn.Module):
     """SelfAttention_v2 with F.linear on the layers' weights and einsum for the two products."""
 
@@ -69,6 +98,7 @@ def transfer_data(v1, v2):
 
 ANSWERS = [
     ("check_self_attention_v1", (V1Sdpa,)),
+    ("check_self_attention_v1", (V1OwnMatMul,)),
     ("check_self_attention_v2", (V2Einsum,)),
     ("check_batched_self_attention", (BatchedBaddbmm,)),
     ("check_batched_self_attention", (BatchedSdpa,)),

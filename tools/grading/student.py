@@ -68,7 +68,8 @@ class StudentCodec(Codec):
         self.server = server
         self.handles: dict[int, object] = {}
         self.handle_of: dict[int, int] = {}
-        self.sent_classes: set[int] = set()
+        # described to the judge, kept: a freed class's id could come back for another class
+        self.sent_classes: dict[int, type] = {}
         self.stand_ins: dict[tuple, type] = {}
         self.local: dict | None = None  # record-local tensors, by (id, version)
         self.bases: dict[int, tuple] = {}  # memory address -> (pair, tensor laying it all out)
@@ -148,8 +149,8 @@ class StudentCodec(Codec):
             self.handles[number], self.handle_of[id(obj)] = obj, number
         kind = type(obj)
         info = None
-        if id(kind) not in self.sent_classes:
-            self.sent_classes.add(id(kind))
+        if self.sent_classes.get(id(kind)) is not kind:
+            self.sent_classes[id(kind)] = kind
             mro = [
                 (str(getattr(k, "__module__", "")), str(getattr(k, "__qualname__", "")))
                 for k in kind.__mro__
@@ -199,22 +200,24 @@ class StudentCodec(Codec):
 
 
 def graph_leaves(t: torch.Tensor) -> list[torch.Tensor]:
-    """The leaf tensors ``t`` was computed from (its autograd graph's AccumulateGrad nodes).
+    """The leaf tensors ``t`` came from (its autograd graph's AccumulateGrad nodes), each once.
 
     ``seen`` keeps each node visited, not only its id: under torch 2.3 ``next_functions`` gives a node a
     new Python object once its last one is freed, so a freed one's id came back for another node,
     which was then skipped (a leaf lost, and the judge told the student that it got no gradient)."""
-    found, seen, todo = [], {}, [t.grad_fn]
+    found, seen, todo = {}, {}, [t.grad_fn]  # found: id -> leaf, kept (so ids stay its own)
     while todo:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
         seen[id(node)] = node
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            found.append(variable)
+        # only an AccumulateGrad node holds a leaf: a custom Function's node is its ctx, where a
+        # student may keep any tensor as ctx.variable
+        leaf = getattr(node, "variable", None) if type(node).__name__ == "AccumulateGrad" else None
+        if isinstance(leaf, torch.Tensor):  # once: the judge adds a leaf's gradient per listing
+            found.setdefault(id(leaf), leaf)
         todo.extend(n for n, _ in getattr(node, "next_functions", ()))
-    return found
+    return list(found.values())
 
 
 class Recorder(TorchFunctionMode):
