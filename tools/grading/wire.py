@@ -213,6 +213,37 @@ def whole(t: torch.Tensor) -> bool:
     return t.is_contiguous() and t.storage_offset() == 0 and t.numel() * t.element_size() == size
 
 
+class _Same:
+    """An object in a signature by identity, held by a weak reference where it can be (a strong one
+    otherwise): a new object given a freed one's id (a new ``.grad`` where the last one was) must not
+    look unchanged, and a signature must not keep what it describes alive."""
+
+    __slots__ = ("ref", "obj")
+
+    def __init__(self, obj) -> None:
+        try:
+            self.ref, self.obj = weakref.ref(obj), None
+        except TypeError:  # None, or a value without weak references
+            self.ref, self.obj = None, obj
+
+    def target(self):
+        return self.ref() if self.ref is not None else self.obj
+
+    def __eq__(self, other) -> bool:
+        if type(other) is not _Same:
+            return False
+        mine = self.target()
+        if mine is None and (self.ref is not None or other.ref is not None):
+            return False  # freed since: whatever is there now is another object
+        return mine is other.target()
+
+    def __hash__(self) -> int:
+        return id(self.target())
+
+    def __repr__(self) -> str:
+        return f"@{id(self.target()):x}"
+
+
 def _tensor_sig(t: torch.Tensor) -> tuple:
     grad = t.grad if t.is_leaf else None
     ptr = t.data_ptr() if t.device.type != "meta" else 0
@@ -222,7 +253,7 @@ def _tensor_sig(t: torch.Tensor) -> tuple:
         t.dtype,
         tuple(t.shape),
         ptr,
-        id(grad) if grad is not None else 0,
+        _Same(grad),
         version(grad) if grad is not None else -1,
     )
 
@@ -233,14 +264,14 @@ def _sig(value, depth: int = 0):
     if value is None or kind in PLAIN or kind is complex:
         return (kind, value)
     if depth > 6:
-        return ("@", id(value))
+        return ("@", _Same(value))
     if kind in (tuple, list):
         return (kind, tuple(_sig(v, depth + 1) for v in value))
     if kind in (dict, collections.OrderedDict, collections.defaultdict):
         return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in value.items()))
     if kind in (set, frozenset):
-        return (kind, tuple(sorted(repr(_sig(v, depth + 1)) for v in value)))
-    return ("@", id(value))
+        return (kind, tuple(sorted((_sig(v, depth + 1) for v in value), key=repr)))
+    return ("@", _Same(value))
 
 
 def _list(value) -> list:
