@@ -50,3 +50,23 @@ def test_an_unchanged_object_keeps_its_signature_and_is_not_kept_alive():
     w.grad = None
     assert grad() is None  # the signature held it weakly
     assert kept != _tensor_sig(w)  # and knows it is gone
+
+
+def test_a_named_tuple_is_signed_by_its_items_and_keeps_nothing_alive():
+    """torch.max's return_types (a named tuple: no weak references) is read item by item, so a
+    signature neither keeps its tensors alive nor misses a new one; a tuple subclass's own
+    __iter__ is never called."""
+    import weakref
+
+    holder = types.SimpleNamespace(out=torch.max(torch.randn(3, 4), -1))
+    values = weakref.ref(holder.out.values)
+    kept = _sig(vars(holder))
+    assert kept == _sig(vars(holder))
+    holder.out = torch.max(torch.randn(3, 4), -1)
+    assert values() is None and kept != _sig(vars(holder))
+
+    class Loud(tuple):
+        def __iter__(self):
+            raise AssertionError("the signature ran a tuple subclass's __iter__")
+
+    assert _sig(Loud((1, 2))) == _sig(Loud((1, 2)))

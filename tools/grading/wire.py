@@ -214,16 +214,18 @@ def whole(t: torch.Tensor) -> bool:
 
 
 class _Same:
-    """An object in a signature by identity, held by a weak reference where it can be (a strong one
-    otherwise): a new object given a freed one's id (a new ``.grad`` where the last one was) must not
-    look unchanged, and a signature must not keep what it describes alive."""
+    """An object in a signature by identity, held by a weak reference where it can be: a new object
+    given a freed one's id (a new ``.grad`` where the last one was) must not look unchanged, and a
+    signature should not keep what it describes alive. The few kinds without weak references that
+    ``_sig`` leaves to identity (a dtype, a device, a slice, an ``object()``, a list nested past its
+    depth) are held strongly until the pair's next signature."""
 
     __slots__ = ("ref", "obj")
 
     def __init__(self, obj) -> None:
-        try:
+        if type(obj).__weakrefoffset__:  # its instances take weak references (no try: 2x faster)
             self.ref, self.obj = weakref.ref(obj), None
-        except TypeError:  # None, or a value without weak references
+        else:
             self.ref, self.obj = None, obj
 
     def target(self):
@@ -265,8 +267,11 @@ def _sig(value, depth: int = 0):
         return (kind, value)
     if depth > 6:
         return ("@", _Same(value))
-    if kind in (tuple, list):
-        return (kind, tuple(_sig(v, depth + 1) for v in value))
+    if kind is list or issubclass(kind, tuple):  # a named tuple or torch.Size too, by its items
+        items = (
+            list.__iter__(value) if kind is list else tuple.__iter__(value)
+        )  # no __iter__ of theirs
+        return (kind, tuple(_sig(v, depth + 1) for v in items))
     if kind in (dict, collections.OrderedDict, collections.defaultdict):
         return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in value.items()))
     if kind in (set, frozenset):
