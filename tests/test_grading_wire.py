@@ -70,3 +70,46 @@ def test_a_named_tuple_is_signed_by_its_items_and_keeps_nothing_alive():
             raise AssertionError("the signature ran a tuple subclass's __iter__")
 
     assert _sig(Loud((1, 2))) == _sig(Loud((1, 2)))
+
+
+def test_a_list_or_dict_subclass_changed_in_place_changes_the_signature():
+    """A student's KV cache as a dict subclass on a module is sent by its contents, so an item put
+    in place must change its signature (it kept its identity, and was never sent again)."""
+
+    class Cache(dict):
+        def items(self):
+            raise AssertionError("the signature ran a dict subclass's items")
+
+    class History(list):
+        pass
+
+    holder = types.SimpleNamespace(cache=Cache(), history=History())
+    before = _sig(vars(holder))
+    holder.cache["k"] = torch.ones(1)
+    assert before != _sig(vars(holder))
+    before = _sig(vars(holder))
+    holder.history.append(1)
+    assert before != _sig(vars(holder))
+
+
+def test_a_metaclass_runs_nothing_in_a_signature():
+    ran = []
+
+    class Meta(type):
+        def __eq__(cls, other):
+            ran.append("eq")
+            return True
+
+        __hash__ = type.__hash__
+
+        @property
+        def __weakrefoffset__(cls):
+            ran.append("weakrefoffset")
+            return 1
+
+    class Odd(metaclass=Meta):
+        __slots__ = ()  # no weak references
+
+    odd = Odd()
+    assert _sig(odd) == _sig(odd) and _sig(odd)[0] == "@"  # by identity, not taken for a plain value
+    assert ran == []

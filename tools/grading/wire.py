@@ -19,7 +19,6 @@ judge's callables by a callback number (``judge.py``, ``student.py``).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import importlib
 import io
@@ -213,6 +212,10 @@ def whole(t: torch.Tensor) -> bool:
     return t.is_contiguous() and t.storage_offset() == 0 and t.numel() * t.element_size() == size
 
 
+# the type's own slot, read past any metaclass (a student's could make it a property of theirs)
+_WEAKREF_OFFSET = type.__dict__["__weakrefoffset__"].__get__
+
+
 class _Same:
     """An object in a signature by identity, held by a weak reference where it can be: a new object
     given a freed one's id (a new ``.grad`` where the last one was) must not look unchanged, and a
@@ -223,10 +226,12 @@ class _Same:
     __slots__ = ("ref", "obj")
 
     def __init__(self, obj) -> None:
-        if type(obj).__weakrefoffset__:  # its instances take weak references (no try: 2x faster)
-            self.ref, self.obj = weakref.ref(obj), None
-        else:
-            self.ref, self.obj = None, obj
+        self.ref, self.obj = None, obj
+        if _WEAKREF_OFFSET(type(obj)):  # its instances take weak references
+            try:
+                self.ref, self.obj = weakref.ref(obj), None
+            except TypeError:
+                pass
 
     def target(self):
         return self.ref() if self.ref is not None else self.obj
@@ -261,21 +266,23 @@ def _tensor_sig(t: torch.Tensor) -> tuple:
 
 
 def _sig(value, depth: int = 0):
-    """What identifies an object's attributes: plain values by value, everything else by identity."""
+    """What identifies an object's attributes: plain values by value, containers (their subclasses
+    too) by their items, read with the built-in type's own methods (never a subclass's), everything
+    else by identity."""
     kind = type(value)
-    if value is None or kind in PLAIN or kind is complex:
+    if value is None or kind is complex or any(kind is plain for plain in PLAIN):
         return (kind, value)
     if depth > 6:
         return ("@", _Same(value))
-    if kind is list or issubclass(kind, tuple):  # a named tuple or torch.Size too, by its items
-        items = (
-            list.__iter__(value) if kind is list else tuple.__iter__(value)
-        )  # no __iter__ of theirs
+    if issubclass(kind, (list, tuple)):  # a named tuple, torch.Size, a student's list subclass
+        items = list.__iter__(value) if issubclass(kind, list) else tuple.__iter__(value)
         return (kind, tuple(_sig(v, depth + 1) for v in items))
-    if kind in (dict, collections.OrderedDict, collections.defaultdict):
-        return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in value.items()))
-    if kind in (set, frozenset):
-        return (kind, tuple(sorted((_sig(v, depth + 1) for v in value), key=repr)))
+    if issubclass(kind, dict):  # OrderedDict, defaultdict, a student's dict subclass
+        pairs = dict.items(value)
+        return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in pairs))
+    if issubclass(kind, (set, frozenset)):
+        items = set.__iter__(value) if issubclass(kind, set) else frozenset.__iter__(value)
+        return (kind, tuple(sorted((_sig(v, depth + 1) for v in items), key=repr)))
     return ("@", _Same(value))
 
 
