@@ -102,6 +102,10 @@ def test_a_metaclass_runs_nothing_in_a_signature():
 
         __hash__ = type.__hash__
 
+        def __repr__(cls):
+            ran.append("repr")
+            return "Odd"
+
         @property
         def __weakrefoffset__(cls):
             ran.append("weakrefoffset")
@@ -111,5 +115,13 @@ def test_a_metaclass_runs_nothing_in_a_signature():
         __slots__ = ()  # no weak references
 
     odd = Odd()
-    assert _sig(odd) == _sig(odd) and _sig(odd)[0] == "@"  # by identity, not taken for a plain value
+    assert (
+        _sig(odd) == _sig(odd) and _sig(odd)[0] == "@"
+    )  # by identity, not taken for a plain value
+
+    class Pair(tuple, metaclass=Meta):  # its class is part of its signature
+        pass
+
+    pair = Pair((1, 2))
+    assert _sig({odd, 1, pair}) == _sig({pair, odd, 1})  # a set's members put in order
     assert ran == []

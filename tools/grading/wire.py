@@ -282,8 +282,21 @@ def _sig(value, depth: int = 0):
         return (kind, tuple((_sig(k, depth + 1), _sig(v, depth + 1)) for k, v in pairs))
     if issubclass(kind, (set, frozenset)):
         items = set.__iter__(value) if issubclass(kind, set) else frozenset.__iter__(value)
-        return (kind, tuple(sorted((_sig(v, depth + 1) for v in items), key=repr)))
+        return (kind, tuple(sorted((_sig(v, depth + 1) for v in items), key=_order)))
     return ("@", _Same(value))
+
+
+def _order(sig) -> str:
+    """A set member's place, from its signature without running a class's own __repr__."""
+
+    def plain(part):
+        if type(part) is tuple:
+            return tuple(plain(p) for p in part)
+        if isinstance(part, type) or type(part) is _Same:
+            return id(part.target() if type(part) is _Same else part)
+        return part  # a plain value: str, int, float, bytes, bool, complex or None
+
+    return repr(plain(sig))
 
 
 def _list(value) -> list:
