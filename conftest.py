@@ -30,6 +30,7 @@ SLOW = (
     "tests/test_class_report.py",
     "tests/test_attachments.py::test_nbconvert_html_shows_every_figure_inline",
     "tests/test_grading_student.py::test_the_judge_gives_a_custom_functions_input_its_gradient_once",
+    "tests/test_grading_student.py::test_the_judge_names_an_in_place_dropout_as_the_student_process_does",
     # Tests of the test machinery itself: the one-run plugin's planted faults, make test-gpu's logic.
     "tests/test_solution_run.py",
     "tests/test_gpu_run.py",

@@ -9,6 +9,7 @@ back for another node."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -91,3 +92,23 @@ def test_each_new_class_is_described_to_the_judge():
         codec.handle_of.clear()
         del kind
         gc.collect()
+
+
+def test_the_judge_names_an_in_place_dropout_as_the_student_process_does():
+    """nn.Dropout(inplace=True) after the softmax: its output is its input. The judge got the
+    output as the input's object, with the input's values from before the call, so the check
+    inferred the wrong mask and named a dropout-mask bug instead of the in-place one."""
+    from course_utils.checks import CheckFailure
+    from tests.ch04.buggy_probes import InplaceDropoutAfterSoftmax
+    from tests.judged_plugin import _remote, _session
+    from tools.grading.honesty import guarded_checks
+
+    session = _session()
+    try:
+        with pytest.raises(CheckFailure) as info:
+            guarded_checks(session).check_causal_attention(
+                _remote(session, InplaceDropoutAfterSoftmax)
+            )
+    finally:
+        session.end_check()
+    assert info.value.bug == "inplace_breaks_autograd", str(info.value)

@@ -279,8 +279,8 @@ class Recorder(TorchFunctionMode):
             entry[4] = True  # it raised: the judge's modes do not see it
             raise
         to_cpu = _to_cpu(name, args, kwargs) and isinstance(result, torch.Tensor)
-        if to_cpu and args and result is args[0]:
-            result = result.clone()  # as from any other device: the judge may watch as if on one
+        if (to_cpu or "dropout" in name) and args and result is args[0]:
+            result = result.clone()  # as if from another device; an in-place dropout's apart
         encoded = self._encoded(lambda: [self.codec.encode(result)])
         entry[3], entry[4] = (encoded[0], False) if encoded else (None, True)
         return result
