@@ -13,6 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.judged_plugin import _remote, _session
+from tools.grading.honesty import guarded_checks
 from tools.grading.student import graph_leaves
 
 
@@ -63,17 +65,20 @@ def test_a_custom_functions_saved_input_is_no_leaf():
     assert _same_set(graph_leaves(_MatMul.apply(h, w)), [x, w])
 
 
+def _judged(check: str, answer):
+    """``check`` run as the grader's judge runs it, on ``answer`` living in a student process."""
+    session = _session()
+    try:
+        return getattr(guarded_checks(session), check)(_remote(session, answer))
+    finally:
+        session.end_check()
+
+
 def test_the_judge_gives_a_custom_functions_input_its_gradient_once():
     """Through the grader: the right answer above passes (its x got twice its gradient before)."""
     from tests.ch02.correct import V1OwnMatMul
-    from tests.judged_plugin import _remote, _session
-    from tools.grading.honesty import guarded_checks
 
-    session = _session()
-    try:
-        guarded_checks(session).check_self_attention_v1(_remote(session, V1OwnMatMul))
-    finally:
-        session.end_check()
+    _judged("check_self_attention_v1", V1OwnMatMul)
 
 
 def test_each_new_class_is_described_to_the_judge():
@@ -100,15 +105,7 @@ def test_the_judge_names_an_in_place_dropout_as_the_student_process_does():
     inferred the wrong mask and named a dropout-mask bug instead of the in-place one."""
     from course_utils.checks import CheckFailure
     from tests.ch04.buggy_probes import InplaceDropoutAfterSoftmax
-    from tests.judged_plugin import _remote, _session
-    from tools.grading.honesty import guarded_checks
 
-    session = _session()
-    try:
-        with pytest.raises(CheckFailure) as info:
-            guarded_checks(session).check_causal_attention(
-                _remote(session, InplaceDropoutAfterSoftmax)
-            )
-    finally:
-        session.end_check()
+    with pytest.raises(CheckFailure) as info:
+        _judged("check_causal_attention", InplaceDropoutAfterSoftmax)
     assert info.value.bug == "inplace_breaks_autograd", str(info.value)
