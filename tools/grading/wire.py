@@ -292,8 +292,10 @@ def _order(sig) -> str:
     def plain(part):
         if type(part) is tuple:
             return tuple(plain(p) for p in part)
-        if isinstance(part, type) or type(part) is _Same:
-            return id(part.target() if type(part) is _Same else part)
+        if type(part) is _Same:
+            return id(part.target())
+        if isinstance(part, type):
+            return id(part)
         return part  # a plain value: str, int, float, bytes, bool, complex or None
 
     return repr(plain(sig))
